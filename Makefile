@@ -1,0 +1,30 @@
+# Everything starts from `make run` or `make test` on a fresh clone.
+PYTHON ?= $(shell scripts/find-python)
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint db-stop messages
+
+run: export DJANGO_DEBUG := 1
+run: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput && $(PY) manage.py ensure_dev_superuser
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+test: $(VENV)/.installed
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+db-stop: $(VENV)/.installed
+	$(PY) -m v10r.embedded_postgresql stop
+
+# Needs GNU gettext; the compiled .mo files are committed so nobody else does.
+messages: $(VENV)/.installed
+	$(PY) manage.py makemessages -l ru -l de --ignore '.venv/*' && $(PY) manage.py compilemessages --ignore '.venv/*'
+
+# Reinstall only when the dependency list changes.
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make: no suitable Python (see above)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]' && touch $@

@@ -1,0 +1,111 @@
+"""The browser harness: the site served for real, and Debian's Chromium driving it.
+
+The server is the whole WSGI application in a thread — WhiteNoise, CSP and every middleware,
+DEBUG off, static files from the collected, hashed STATIC_ROOT — so the browser sees what a
+production visitor sees. Tests that use it get a transactional database: the server thread
+only sees committed rows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+
+import pytest
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+# Runs in every page and worker-hosting document before its own scripts, so a violation is
+# recorded even when the page's first script is the one refused.
+RECORD_CSP_VIOLATIONS = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__cspViolations.push({
+    directive: event.effectiveDirective,
+    blocked: event.blockedURI,
+    sample: event.sample,
+  });
+});
+"""
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's own parameter name
+        pass
+
+
+class SiteServer:
+    """The site on a free loopback port, served from a background thread."""
+
+    def __init__(self) -> None:
+        self.httpd = ThreadedWSGIServer(("127.0.0.1", 0), _QuietHandler, allow_reuse_address=False)
+        self.httpd.set_app(WSGIHandler())
+        host, port = self.httpd.server_address[:2]
+        self.url = f"http://{host}:{port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def site_server(collected_static) -> Iterator[SiteServer]:
+    server = SiteServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def site(site_server, transactional_db) -> SiteServer:
+    """The running site, for a test whose rows the server thread must see."""
+    return site_server
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    executable = chromium_path()
+    if executable is None:
+        reason = "Chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; under CI a skipped browser test is a failure.")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    """A fresh browser tab in its own context that records CSP violations."""
+    context = chromium.new_context()
+    context.add_init_script(RECORD_CSP_VIOLATIONS)
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def csp_violations(tab) -> list[dict]:
+    """Return the CSP violations the current document has reported so far."""
+    return tab.evaluate("window.__cspViolations")

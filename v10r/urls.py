@@ -1,0 +1,13 @@
+from django.conf.urls.i18n import i18n_patterns
+from django.contrib import admin
+from django.urls import path
+
+from v10r import views
+
+# English lives at the root; Russian and German under /ru/ and /de/. The admin is inside the
+# prefix too, so staff read it in the language of the URL.
+urlpatterns = i18n_patterns(
+    path("", views.home, name="home"),
+    path("admin/", admin.site.urls),
+    prefix_default_language=False,
+)
