@@ -1,6 +1,6 @@
 from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from v10r import views
 
@@ -8,6 +8,7 @@ from v10r import views
 # prefix too, so staff read it in the language of the URL.
 urlpatterns = i18n_patterns(
     path("", views.home, name="home"),
+    path("showcases/", include("showcases.urls")),
     path("admin/", admin.site.urls),
     prefix_default_language=False,
 )

@@ -43,7 +43,9 @@ document.addEventListener("securitypolicyviolation", (event) => {
 
 
 def chromium_path() -> str | None:
-    return os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    return (
+        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
 
 
 class _QuietHandler(WSGIRequestHandler):

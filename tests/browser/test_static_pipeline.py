@@ -25,7 +25,8 @@ def static_js_requests(tab) -> list[str]:
     """Collect the URL of every static .js file the tab or its workers fetch from now on."""
     seen: list[str] = []
     tab.context.on(
-        "request", lambda r: seen.append(r.url) if "/static/" in r.url and r.url.endswith(".js") else None
+        "request",
+        lambda r: seen.append(r.url) if "/static/" in r.url and r.url.endswith(".js") else None,
     )
     return seen
 

@@ -7,6 +7,7 @@ the first one to connect starts it, and it keeps running until `make db-stop`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def running_socket_dir(pgdata: Path) -> Path | None:
     """
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
-    except (FileNotFoundError, PermissionError):
+    except OSError:
         return None
     # Lines: pid, data dir, start time, port, socket dir, listen address, shmem, status.
     if len(lines) < 8 or lines[7].strip() != "ready" or not lines[4].strip():
@@ -79,12 +80,13 @@ def _ensure_database(socket_dir: Path) -> None:
     import psycopg
 
     with psycopg.connect(host=str(socket_dir), user=USER, dbname="postgres", autocommit=True) as c:
-        exists = c.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        exists = c.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
         if not exists:
-            try:
+            # Another process may create it between our look and our CREATE.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                 c.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-            except psycopg.errors.DuplicateDatabase:
-                pass  # Another process created it between our check and our CREATE.
 
 
 def stop(pgdata: Path) -> bool:

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import polib
+import pytest
+from django.conf import settings
+
+PAGES = ["/", "/showcases/workers/"]
+
+
+def catalogue(language: str) -> list[polib.POEntry]:
+    path = Path(settings.BASE_DIR, "locale", language, "LC_MESSAGES", "django.po")
+    return [e for e in polib.pofile(str(path)) if e.msgstr and e.msgstr != e.msgid]
+
+
+def visible_text(body: str) -> str:
+    """Return the page's text, less scripts, styles and links marked as another language
+    (the language switcher names each language in itself: "English" on the Russian page)."""
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", body, flags=re.S)
+    text = re.sub(r"<a\b[^>]*\blang=[^>]*>.*?</a>", " ", text, flags=re.S)
+    text = re.sub(r"<[^>]+>", " ", text)
+    return " ".join(html.unescape(text).split())
+
+
+def untranslated(text: str, entries: list[polib.POEntry]) -> list[str]:
+    """Return the catalogue's English messages that stand in text as whole words.
+
+    A one-word message that the translations use themselves ("Worker" inside "Web Worker",
+    German "des Workers") proves nothing, so it is not looked for.
+    """
+    loanwords = {word for e in entries for word in re.findall(r"\w+", e.msgstr)}
+    return [
+        e.msgid
+        for e in entries
+        if not (" " not in e.msgid.strip() and e.msgid.strip() in loanwords)
+        and re.search(r"(?<!\w)" + re.escape(" ".join(e.msgid.split())) + r"(?!\w)", text)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "language", "heading"),
+    [
+        ("", "en", "Workers, made concrete"),
+        ("/ru", "ru", "Воркеры на деле"),
+        ("/de", "de", "Worker zum Anfassen"),
+    ],
+)
+def test_the_home_page_speaks_the_language_of_its_url(client, prefix, language, heading):
+    response = client.get(prefix + "/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert f'<html lang="{language}">' in body
+    assert f"<h1>{heading}</h1>" in body
+    assert response["Content-Language"] == language
+
+
+def test_the_home_page_links_the_workers_showcase_and_the_admin(client):
+    body = client.get("/de/").content.decode()
+    assert 'href="/de/showcases/workers/"' in body
+    assert 'href="/de/admin/"' in body
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_links_itself_in_every_language(client, page):
+    body = client.get("/ru" + page).content.decode()
+    for code, url in [("en", page), ("ru", "/ru" + page), ("de", "/de" + page)]:
+        assert f'<a href="{url}" hreflang="{code}" lang="{code}"' in body
+
+
+@pytest.mark.parametrize("language", ["ru", "de"])
+@pytest.mark.parametrize("page", PAGES)
+def test_no_catalogued_english_is_left_on_a_translated_page(client, language, page):
+    text = visible_text(client.get(f"/{language}{page}").content.decode())
+    assert untranslated(text, catalogue(language)) == []
+
+
+def test_the_check_above_bites_on_the_english_page(client):
+    text = visible_text(client.get("/").content.decode())
+    assert len(untranslated(text, catalogue("ru"))) > 10
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/ru/", "/de/showcases/workers/", "/admin/login/", "/no-such-page/"]
+)
+def test_every_html_response_carries_the_content_security_policy(client, path):
+    response = client.get(path)
+    assert response["Content-Type"].startswith("text/html")
+    policy = response["Content-Security-Policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["default-src"] == "'self'"
+    assert directives["script-src"].startswith("'self'")
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert directives["worker-src"] == "'self' blob:"
+    assert directives["object-src"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'"
+
+
+def test_the_admin_login_is_served_in_every_language(client):
+    assert client.get("/admin/login/").status_code == 200
+    response = client.get("/ru/admin/login/")
+    assert response.status_code == 200
+    assert '<html lang="ru"' in response.content.decode()
+
+
+def test_pages_refuse_methods_they_do_not_serve(client):
+    assert client.post("/").status_code == 405

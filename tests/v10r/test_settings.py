@@ -1,0 +1,73 @@
+"""Settings read from the environment: production passes the deploy checks, bad values are
+named clearly. Each case runs manage.py in a fresh process, as an operator would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+PRODUCTION = {
+    "DJANGO_SECRET_KEY": "a-long-random-production-secret-8f3e1c9b7a6d5e4f3a2b1c0d9e8f7a6b5c4d",
+    "DJANGO_ALLOWED_HOSTS": "v10r.example",
+    "DATABASE_URL": "postgres://v10r:secret@db.internal:5432/v10r",
+}
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "V10R_"))}
+    clean.pop("DATABASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_settings_pass_the_deploy_checks_at_warning_level():
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_the_deploy_checks_bite_when_a_production_setting_is_weakened():
+    weakened = {**PRODUCTION, "DJANGO_HSTS_SECONDS": "0"}
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=weakened)
+    assert result.returncode != 0
+    assert "security.W004" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DJANGO_ALLOWED_HOSTS": "v10r.example"}, "DJANGO_SECRET_KEY is required"),
+        ({**PRODUCTION, "DJANGO_DEBUG": "maybe"}, "DJANGO_DEBUG='maybe' is not a boolean"),
+        (
+            {**PRODUCTION, "DJANGO_HSTS_SECONDS": "a year"},
+            "DJANGO_HSTS_SECONDS='a year' is not a whole",
+        ),
+        ({**PRODUCTION, "DJANGO_HSTS_SECONDS": "-1"}, "must be at least 0"),
+        (
+            {**PRODUCTION, "DATABASE_URL": "sqlite:///db.sqlite3"},
+            "DATABASE_URL must point at PostgreSQL",
+        ),
+        ({**PRODUCTION, "V10R_PLATFORM": "heroku"}, "V10R_PLATFORM='heroku' is not one of"),
+    ],
+)
+def test_a_bad_environment_stops_start_up_with_a_message_naming_the_variable(env, message):
+    result = manage("check", env=env)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_debug_needs_no_other_variable():
+    result = manage("check", env={"DJANGO_DEBUG": "1"})
+    assert result.returncode == 0, result.stderr
