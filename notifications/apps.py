@@ -6,3 +6,6 @@ class NotificationsConfig(AppConfig):
 
     name = "notifications"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from notifications import checks  # noqa: F401 - registers the system checks

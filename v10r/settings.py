@@ -44,6 +44,19 @@ def _env_int(name: str, *, default: int, minimum: int = 0) -> int:
     return value
 
 
+def _env_float(name: str, *, default: float, minimum: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+    if not value >= minimum:  # also rejects NaN
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum:g}.")
+    return value
+
+
 def _env_list(name: str, *, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -78,6 +91,33 @@ STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"
 SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
 _PROXY_SSL = _env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False)
 SECURE_HSTS_SECONDS = _env_int("DJANGO_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
+
+# Email: Django's SMTP backend. EMAIL_TIMEOUT bounds every socket operation and, in the
+# email channel, the whole send.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = _env_int("EMAIL_PORT", default=25, minimum=1)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = _env_float("EMAIL_TIMEOUT", default=10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "v10r <notifications@localhost>")
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive; set only one.")
+
+# The outbox's queue worker (notifications/drain.py); the system checks in
+# notifications/checks.py refuse a lease that a full batch could outlive.
+DELIVERY_BATCH_SIZE = _env_int("DELIVERY_BATCH_SIZE", default=25, minimum=1)
+DELIVERY_CONCURRENCY = _env_int("DELIVERY_CONCURRENCY", default=4, minimum=1)
+DELIVERY_LEASE_SECONDS = _env_float("DELIVERY_LEASE_SECONDS", default=300.0, minimum=1.0)
+DELIVERY_INTERVAL_SECONDS = _env_float("DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1)
+DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=5, minimum=1)
+# Channel name -> class path. Code that enqueues may only name these.
+DELIVERY_CHANNELS = {
+    "email": "notifications.channels.email.EmailChannel",
+}
+# Bearer secret for POST /cron/drain; unset, the endpoint does not exist (404).
+CRON_SECRET = os.environ.get("CRON_SECRET", "")
 
 # Where this deployment runs; overrides the detection in v10r/platform.py.
 V10R_PLATFORM = os.environ.get("V10R_PLATFORM", "").strip().lower()

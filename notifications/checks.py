@@ -1,0 +1,103 @@
+"""System checks that make the queue's promises enforced rather than aspirational."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+from notifications import backoff, channels
+from notifications.channels.base import Channel
+
+# Time for the claim, the group writes and the thread hand-offs of one batch, beyond the sends.
+LEASE_MARGIN = timedelta(seconds=5)
+
+
+def worst_case_batch(*, batch_size: int, concurrency: int) -> timedelta:
+    """Return the longest a full batch can hold its rows: rounds of the slowest channel."""
+    slowest = max((c.worst_case for c in channels.configured().values()), default=timedelta())
+    rounds = math.ceil(batch_size / concurrency)
+    return slowest * rounds + LEASE_MARGIN
+
+
+def lease_problem(*, lease: timedelta, batch_size: int, concurrency: int) -> str | None:
+    """Return why lease is too short for such batches, or None when it is long enough.
+
+    attempted_at is stamped once for the whole batch, so the last row's lease has been
+    running since the claim: the lease must outlast the whole batch, or the reaper would
+    hand a row to a second worker while the first is still sending it.
+    """
+    needed = worst_case_batch(batch_size=batch_size, concurrency=concurrency)
+    if lease <= needed:
+        return (
+            f"The claim lease ({lease.total_seconds():g} s) must exceed the worst case of a "
+            f"full batch: {math.ceil(batch_size / concurrency)} round(s) of the slowest "
+            f"channel's timeout plus {LEASE_MARGIN.total_seconds():g} s = "
+            f"{needed.total_seconds():g} s (batch {batch_size}, concurrency {concurrency})."
+        )
+    return None
+
+
+def tick_problem(*, interval: timedelta) -> str | None:
+    """Return why the tick is too slow for the first retry, or None."""
+    first = backoff.FIRST_DELAY * (1 - backoff.JITTER)
+    if first <= interval:
+        return (
+            f"The first retry comes after {first.total_seconds():g} s at the earliest, which "
+            f"is not longer than the drain tick ({interval.total_seconds():g} s): retries "
+            "would wait for the next tick instead of their backoff."
+        )
+    return None
+
+
+@register()
+def check_channels(app_configs=None, **kwargs):
+    errors = []
+    for name, path in settings.DELIVERY_CHANNELS.items():
+        try:
+            channel = channels.get(name)
+        except ImportError as exc:
+            errors.append(
+                Error(
+                    f"DELIVERY_CHANNELS[{name!r}] = {path!r} cannot be imported: {exc}",
+                    id="notifications.E003",
+                )
+            )
+            continue
+        if not isinstance(channel, Channel):
+            errors.append(
+                Error(
+                    f"DELIVERY_CHANNELS[{name!r}] = {path!r} is not a Channel.",
+                    id="notifications.E003",
+                )
+            )
+    return errors
+
+
+@register(deploy=False)
+def check_lease_and_tick(app_configs=None, **kwargs):
+    if check_channels():
+        return []
+    errors = []
+    problem = lease_problem(
+        lease=timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
+        batch_size=settings.DELIVERY_BATCH_SIZE,
+        concurrency=settings.DELIVERY_CONCURRENCY,
+    )
+    if problem:
+        errors.append(
+            Error(
+                problem,
+                hint="Raise DELIVERY_LEASE_SECONDS, or lower DELIVERY_BATCH_SIZE, raise "
+                "DELIVERY_CONCURRENCY, or shorten the channels' timeouts (EMAIL_TIMEOUT).",
+                id="notifications.E001",
+            )
+        )
+    problem = tick_problem(interval=timedelta(seconds=settings.DELIVERY_INTERVAL_SECONDS))
+    if problem:
+        errors.append(
+            Error(problem, hint="Lower DELIVERY_INTERVAL_SECONDS.", id="notifications.E002")
+        )
+    return errors

@@ -1,0 +1,333 @@
+"""One drain of the outbox: reap, claim, send outside any transaction, write under fences.
+
+Sends of a batch run on a small thread pool, so a batch of slow sends takes a few round trips
+rather than one per row; only the calling thread touches the database. Outcomes are written
+in groups, one statement per flush, at least every FLUSH_EVERY and at the end of the batch,
+so a crash re-sends at most what was sent since the last flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError
+
+from notifications import channels, messages, outbox
+from notifications.channels.base import Channel, ChannelError, Outgoing
+from notifications.models import ChannelAddress, Recipient, Status
+from notifications.outbox import ClaimedDelivery, Outcome
+
+logger = logging.getLogger(__name__)
+
+FLUSH_EVERY = 0.1  # seconds
+
+# Not a lock on the queue (the claim is that): it only stops one process from stacking a
+# second drain on top of one still running, such as a cron request arriving mid-batch.
+_draining = threading.Lock()
+# Outcomes whose write failed because the database went away; written first next time.
+_unwritten: list[Outcome] = []
+_executors: dict[int, ThreadPoolExecutor] = {}
+
+
+@dataclass
+class Report:
+    reaped: int = 0
+    claimed: int = 0
+    sent: int = 0
+    retrying: int = 0
+    failed: int = 0
+    dead: int = 0
+    fenced_off: int = 0
+    skipped: bool = False  # another drain was running in this process
+
+    def as_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+    def line(self) -> str:
+        if self.skipped:
+            return "skipped: a drain is already running in this process"
+        return (
+            f"reaped={self.reaped} claimed={self.claimed} sent={self.sent} "
+            f"retrying={self.retrying} failed={self.failed} dead={self.dead} "
+            f"fenced_off={self.fenced_off}"
+        )
+
+
+def drain_once(
+    *,
+    batch_size: int | None = None,
+    concurrency: int | None = None,
+    lease: timedelta | None = None,
+    max_attempts: int | None = None,
+) -> Report:
+    """Drain one batch; return what happened. A second call while one runs does nothing."""
+    if not _draining.acquire(blocking=False):
+        return Report(skipped=True)
+    try:
+        return _drain(
+            batch_size=batch_size or settings.DELIVERY_BATCH_SIZE,
+            concurrency=concurrency or settings.DELIVERY_CONCURRENCY,
+            lease=lease or timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
+            max_attempts=max_attempts or settings.DELIVERY_MAX_ATTEMPTS,
+        )
+    finally:
+        _draining.release()
+
+
+def _drain(*, batch_size: int, concurrency: int, lease: timedelta, max_attempts: int) -> Report:
+    report = Report()
+    if _unwritten:
+        _tally(report, list(_unwritten), outbox.write_outcomes(_unwritten))
+        _unwritten.clear()
+
+    reaped = outbox.reclaim_stale(lease=lease, max_attempts=max_attempts)
+    report.reaped = len(reaped)
+    claimed = outbox.claim(batch_size=batch_size)
+    report.claimed = len(claimed)
+    if not claimed:
+        return report
+
+    ready, immediate = _prepare(claimed, max_attempts=max_attempts)
+    writer = _Writer(report)
+    writer.add(immediate)
+    for outcome in _send_all(ready, concurrency=concurrency, max_attempts=max_attempts):
+        writer.add([outcome])
+        if writer.due():
+            writer.flush()
+    writer.flush()
+    if writer.error is not None:
+        raise writer.error
+    return report
+
+
+class _Writer:
+    """Buffers outcomes and writes them in groups; keeps them when the database is gone."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.buffer: list[Outcome] = []
+        self.blocked: list[tuple[ClaimedDelivery, Outcome]] = []
+        self.last_flush = time.monotonic()
+        self.error: DatabaseError | None = None
+
+    def add(self, items: list[tuple[ClaimedDelivery, Outcome, bool]]) -> None:
+        for delivery, outcome, deactivate in items:
+            self.buffer.append(outcome)
+            if deactivate:
+                self.blocked.append((delivery, outcome))
+
+    def due(self) -> bool:
+        return time.monotonic() - self.last_flush >= FLUSH_EVERY
+
+    def flush(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.buffer:
+            return
+        batch, self.buffer = self.buffer, []
+        if self.error is None:
+            try:
+                landed = outbox.write_outcomes(batch)
+                _deactivate(self.blocked)
+                self.blocked = []
+            except DatabaseError as exc:
+                logger.warning("could not write %d outcomes, keeping them: %s", len(batch), exc)
+                self.error = exc
+            else:
+                _tally(self.report, batch, landed)
+                return
+        # The database is unreachable: keep every outcome for the next drain to write. The
+        # fences make that write safe however late it comes.
+        _unwritten.extend(batch)
+
+
+def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
+    for outcome in outcomes:
+        if outcome.delivery_id not in landed:
+            report.fenced_off += 1
+        elif outcome.status == Status.SENT:
+            report.sent += 1
+        elif outcome.status == Status.PENDING:
+            report.retrying += 1
+        elif outcome.status == Status.FAILED:
+            report.failed += 1
+        else:
+            report.dead += 1
+
+
+def _deactivate(blocked: list[tuple[ClaimedDelivery, Outcome]]) -> None:
+    for delivery, _outcome in blocked:
+        ChannelAddress.objects.filter(
+            user_id=delivery.user_id, channel=delivery.channel, is_active=True
+        ).update(is_active=False)
+
+
+def _prepare(
+    claimed: list[ClaimedDelivery], *, max_attempts: int
+) -> tuple[list[tuple[ClaimedDelivery, Channel, Outgoing]], list]:
+    """Render each claimed delivery for its channel, or fail it now when that is impossible.
+
+    Addresses and languages are read for the whole batch at once: a query per kind, not
+    per row. An unknown channel or a missing recipient fails that row, never the batch.
+    """
+    by_name = {name: channels.get(name) for name in {d.channel for d in claimed}}
+    rendering = [
+        d for d in claimed if by_name[d.channel] is not None and by_name[d.channel].renders
+    ]
+    emails, addresses, languages = _recipients(rendering, by_name)
+
+    ready, immediate = [], []
+
+    def fail(delivery: ClaimedDelivery, code: str, message: str) -> None:
+        outcome = Outcome.failure(
+            delivery, code=code, message=message, retryable=False, max_attempts=max_attempts
+        )
+        immediate.append((delivery, outcome, False))
+
+    for delivery in claimed:
+        channel = by_name[delivery.channel]
+        if channel is None:
+            fail(delivery, "UNKNOWN_CHANNEL", f"No channel is configured as {delivery.channel!r}.")
+            continue
+        if channel.address_source == "email":
+            address = emails.get(delivery.user_id, "")
+        elif channel.address_source == "channel_address":
+            address = addresses.get((delivery.user_id, delivery.channel), "")
+        else:
+            address = ""
+        if channel.address_source != "none" and not address:
+            fail(delivery, "NO_RECIPIENT", f"The user has no active {delivery.channel} address.")
+            continue
+        subject = body = ""
+        language = languages.get(delivery.user_id, settings.LANGUAGE_CODE)
+        if channel.renders:
+            try:
+                rendered = messages.render(
+                    key=delivery.message_key, params=delivery.message_params, language=language
+                )
+            except (KeyError, IndexError, ValueError) as exc:
+                fail(delivery, "BAD_MESSAGE", f"Cannot render {delivery.message_key!r}: {exc!r}")
+                continue
+            subject, body = rendered.subject, rendered.body
+        outgoing = Outgoing(
+            delivery_id=delivery.id,
+            channel=delivery.channel,
+            address=address,
+            subject=subject,
+            body=body,
+            action_url=delivery.action_url,
+            language=language,
+        )
+        ready.append((delivery, channel, outgoing))
+    return ready, immediate
+
+
+def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | None]):
+    if not rendering:
+        return {}, {}, {}
+    users = {d.user_id for d in rendering}
+    email_users = {d.user_id for d in rendering if by_name[d.channel].address_source == "email"}
+    address_keys = {
+        (d.user_id, d.channel)
+        for d in rendering
+        if by_name[d.channel].address_source == "channel_address"
+    }
+    emails = {}
+    if email_users:
+        emails = dict(
+            get_user_model().objects.filter(pk__in=email_users).values_list("pk", "email")
+        )
+    addresses = {}
+    if address_keys:
+        rows = ChannelAddress.objects.filter(
+            user_id__in={u for u, _ in address_keys},
+            channel__in={c for _, c in address_keys},
+            is_active=True,
+        ).values_list("user_id", "channel", "address")
+        addresses = {(u, c): a for u, c, a in rows}
+    languages = dict(Recipient.objects.filter(user_id__in=users).values_list("user_id", "language"))
+    return emails, addresses, languages
+
+
+def _send_all(ready, *, concurrency: int, max_attempts: int):
+    """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time."""
+    if not ready:
+        return
+    if concurrency == 1 or len(ready) == 1:
+        for delivery, channel, outgoing in ready:
+            yield _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
+        return
+    work: queue.SimpleQueue = queue.SimpleQueue()
+    for item in ready:
+        work.put(item)
+    results: queue.SimpleQueue = queue.SimpleQueue()
+
+    def sender() -> None:
+        while True:
+            try:
+                delivery, channel, outgoing = work.get_nowait()
+            except queue.Empty:
+                return
+            results.put(_send_one(delivery, channel, outgoing, max_attempts=max_attempts))
+
+    executor = _executor(concurrency)
+    for _ in range(min(concurrency, len(ready))):
+        executor.submit(sender)
+    for _ in range(len(ready)):
+        yield _get(results)
+
+
+def _get(results: queue.SimpleQueue):
+    # Wake at least every flush period so a slow send cannot hold finished outcomes back.
+    while True:
+        try:
+            return results.get(timeout=FLUSH_EVERY)
+        except queue.Empty:
+            continue
+
+
+def _executor(concurrency: int) -> ThreadPoolExecutor:
+    if concurrency not in _executors:
+        _executors[concurrency] = ThreadPoolExecutor(
+            max_workers=concurrency, thread_name_prefix=f"outbox-send-{concurrency}"
+        )
+    return _executors[concurrency]
+
+
+def _send_one(
+    delivery: ClaimedDelivery, channel: Channel, outgoing: Outgoing, *, max_attempts: int
+) -> tuple[ClaimedDelivery, Outcome, bool]:
+    try:
+        result = channel.send(outgoing)
+    except ChannelError as exc:
+        outcome = Outcome.failure(
+            delivery,
+            code=exc.code,
+            message=exc.message,
+            retryable=exc.retryable,
+            retry_after=exc.retry_after,
+            max_attempts=max_attempts,
+        )
+        return delivery, outcome, exc.deactivate_address
+    except Exception as exc:
+        # A bug or an unexpected failure in a channel costs one attempt of one row, never
+        # the batch.
+        logger.exception(
+            "channel %s raised while sending delivery %s", delivery.channel, delivery.id
+        )
+        outcome = Outcome.failure(
+            delivery,
+            code="WORKER_ERROR",
+            message=f"{type(exc).__name__}: {exc}",
+            retryable=True,
+            max_attempts=max_attempts,
+        )
+        return delivery, outcome, False
+    return delivery, Outcome.sent(delivery, provider_message_id=result.provider_message_id), False

@@ -1,0 +1,86 @@
+"""The drain loop's heartbeat: proof, in the database, that a worker ticked and when."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from notifications.models import DatabaseNow, DrainHeartbeat
+from v10r import platform
+
+CRON_WORKER = "cron"
+# A loop is "running" while its last tick is younger than this many intervals (one missed
+# tick is tolerated: a long batch delays the next one).
+STALE_AFTER_INTERVALS = 2.5
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def beat(*, worker: str, interval: timedelta, report: dict) -> None:
+    """Record a tick of worker, stamped with the database clock."""
+    host, _, pid = worker.partition(":")
+    DrainHeartbeat.objects.update_or_create(
+        worker=worker,
+        defaults={
+            "host": host,
+            "pid": int(pid) if pid.isdigit() else None,
+            "interval_seconds": interval.total_seconds(),
+            "ticked_at": DatabaseNow(),
+            "stopped_at": None,
+            "last_report": report,
+        },
+        create_defaults={
+            "host": host,
+            "pid": int(pid) if pid.isdigit() else None,
+            "interval_seconds": interval.total_seconds(),
+            "started_at": DatabaseNow(),
+            "ticked_at": DatabaseNow(),
+            "last_report": report,
+        },
+    )
+
+
+def stop(*, worker: str) -> None:
+    """Record that worker exited cleanly."""
+    DrainHeartbeat.objects.filter(worker=worker).update(stopped_at=DatabaseNow())
+
+
+@dataclass(frozen=True)
+class LoopStatus:
+    """What the page and the admin say about the drain loop: running, stopped or dormant."""
+
+    state: str  # "running" | "stopped" | "dormant"
+    platform: platform.Platform
+    last_tick: datetime | None = None
+    host: str = ""
+    interval: timedelta | None = None
+    last_cron: datetime | None = None
+
+
+def status() -> LoopStatus:
+    """Say whether a drain loop has ticked recently; on serverless hosts, that it sleeps."""
+    here = platform.current()
+    rows = DrainHeartbeat.objects.annotate(db_now=DatabaseNow()).order_by("-ticked_at")
+    cron = rows.filter(worker=CRON_WORKER).first()
+    loop = rows.exclude(worker=CRON_WORKER).first()
+    last_cron = cron.ticked_at if cron else None
+    if loop is not None:
+        interval = timedelta(seconds=loop.interval_seconds)
+        fresh = loop.db_now - loop.ticked_at <= interval * STALE_AFTER_INTERVALS
+        if loop.stopped_at is None and fresh:
+            return LoopStatus(
+                "running", here, loop.ticked_at, loop.host, interval, last_cron=last_cron
+            )
+    state = "stopped" if here.persistent else "dormant"
+    return LoopStatus(
+        state,
+        here,
+        loop.ticked_at if loop else None,
+        loop.host if loop else "",
+        timedelta(seconds=loop.interval_seconds) if loop else None,
+        last_cron=last_cron,
+    )

@@ -1,0 +1,78 @@
+"""The messages notifications can carry, by key.
+
+A notification stores only a key and its parameters; the words are chosen when a delivery is
+sent, in the recipient's language, so a message queued in English reaches a Russian reader in
+Russian.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import translation
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+
+@dataclass(frozen=True)
+class Message:
+    subject: Promise
+    body: Promise
+
+
+@dataclass(frozen=True)
+class Rendered:
+    subject: str
+    body: str
+    language: str
+
+
+MESSAGES: dict[str, Message] = {
+    "welcome": Message(
+        subject=_("Welcome to v10r, {name}"),
+        body=_(
+            "Hello {name}. This message went through the outbox: queued in a transaction, "
+            "claimed by a worker, sent, and recorded under its fencing token."
+        ),
+    ),
+    "queue.demo": Message(
+        subject=_("A notification from the queue"),
+        body=_("Queued as “{label}”, claimed and delivered by the drain loop."),
+    ),
+    "queue.digest": Message(
+        subject=_("{count} deliveries need attention"),
+        body=_("{count} deliveries ran out of retries and are waiting in Needs Attention."),
+    ),
+}
+
+
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def validate(*, key: str, params: Mapping[str, Any]) -> None:
+    """Raise ValueError unless key is a known message and params fill all its blanks."""
+    try:
+        message = MESSAGES[key]
+    except KeyError:
+        known = ", ".join(sorted(MESSAGES))
+        raise ValueError(f"Unknown message key {key!r}; known keys: {known}.") from None
+    with translation.override("en"):
+        needed = _fields(str(message.subject)) | _fields(str(message.body))
+    missing = sorted(needed - set(params))
+    if missing:
+        raise ValueError(f"Message {key!r} needs the parameter(s): {', '.join(missing)}.")
+
+
+def render(*, key: str, params: Mapping[str, Any], language: str) -> Rendered:
+    """Return the message's subject and body in language."""
+    message = MESSAGES[key]
+    with translation.override(language):
+        return Rendered(
+            subject=str(message.subject).format(**params),
+            body=str(message.body).format(**params),
+            language=language,
+        )

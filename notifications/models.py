@@ -1,0 +1,212 @@
+"""The outbox's tables, in PostgreSQL schema `notifications`.
+
+`db_table = 'notifications"."x'` makes Django quote it as "notifications"."x": a
+schema-qualified name without touching search_path, which PgBouncer would not keep.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+
+class DatabaseNow(models.Func):
+    """PostgreSQL's now(): the database clock, as the outbox's raw SQL reads it.
+
+    Django's Now() is statement_timestamp(); the queue's statements use now() (the start of
+    the transaction), and a row's defaults must agree with them, or a row enqueued and
+    claimed inside one transaction would look due in the future.
+    """
+
+    template = "now()"
+    output_field = models.DateTimeField()
+
+
+class Status(models.TextChoices):
+    PENDING = "pending", _("pending")
+    PROCESSING = "processing", _("processing")
+    SENT = "sent", _("sent")
+    FAILED = "failed", _("failed")
+    DEAD = "dead", _("dead")
+
+
+class Notification(models.Model):
+    """One thing to tell one user, stored locale-neutral: rendered per recipient at send time."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    type = models.CharField(max_length=64)
+    message_key = models.CharField(max_length=100)
+    message_params = models.JSONField(default=dict, blank=True)
+    action_url = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(db_default=DatabaseNow())
+    read_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = 'notifications"."notifications'
+        indexes = [models.Index(fields=["user", "-created_at"], name="notifications_user_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.type} for {self.user_id}"
+
+
+class DeliveryQuerySet(models.QuerySet):
+    def due(self):
+        """Pending rows whose time has come, by the database clock."""
+        return self.filter(status=Status.PENDING, next_attempt_at__lte=DatabaseNow())
+
+    def retrying(self):
+        """Pending rows that failed before and wait for their backoff: derived, never stored."""
+        return self.filter(status=Status.PENDING, attempts__gt=0, next_attempt_at__gt=DatabaseNow())
+
+    def needs_attention(self):
+        """Dead rows: a transient fault outlived the budget, and a human should look."""
+        return self.filter(status=Status.DEAD)
+
+
+class NotificationDelivery(models.Model):
+    """One notification on one channel: the queue row that drain_outbox claims and sends.
+
+    Only notifications/outbox.py moves a row between states.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    notification = models.ForeignKey(
+        Notification,
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+        # The unique (notification, channel) index starts with this column already.
+        db_index=False,
+    )
+    channel = models.CharField(max_length=32)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING, db_default=Status.PENDING
+    )
+    # Sends made so far; bumped by each claim and returned with it as the fencing token.
+    attempts = models.PositiveIntegerField(default=0, db_default=0)
+    # `attempts` at the last staff Retry: the budget counts sends since then, while the fence
+    # keeps counting up, so no fence value is ever handed out twice.
+    attempt_base = models.PositiveIntegerField(default=0, db_default=0)
+    next_attempt_at = models.DateTimeField(db_default=DatabaseNow())
+    attempted_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    provider_message_id = models.CharField(max_length=255, blank=True, default="", db_default="")
+    error_code = models.CharField(max_length=64, blank=True, default="", db_default="")
+    error_message = models.TextField(blank=True, default="", db_default="")
+    created_at = models.DateTimeField(db_default=DatabaseNow())
+
+    objects = DeliveryQuerySet.as_manager()
+
+    class Meta:
+        db_table = 'notifications"."notification_deliveries'
+        verbose_name_plural = "notification deliveries"
+        constraints = [
+            # The idempotency key: enqueueing the same notification on a channel twice
+            # makes one row.
+            models.UniqueConstraint(
+                fields=["notification", "channel"], name="deliveries_one_per_channel"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="deliveries_status_known"
+            ),
+            models.CheckConstraint(
+                condition=Q(attempt_base__lte=models.F("attempts")),
+                name="deliveries_attempt_base_not_ahead",
+            ),
+        ]
+        indexes = [
+            # The claim: WHERE status = 'pending' AND next_attempt_at <= now()
+            # ORDER BY next_attempt_at, created_at, id.
+            models.Index(
+                fields=["next_attempt_at", "created_at", "id"],
+                condition=Q(status="pending"),
+                name="deliveries_claim",
+            ),
+            # The reaper: WHERE status = 'processing' AND attempted_at < now() - lease.
+            models.Index(
+                fields=["attempted_at"],
+                condition=Q(status="processing"),
+                name="deliveries_reap",
+            ),
+            # "Needs Attention" and the failed list, newest first.
+            models.Index(
+                fields=["-created_at"], condition=Q(status="dead"), name="deliveries_dead"
+            ),
+            models.Index(
+                fields=["-created_at"], condition=Q(status="failed"), name="deliveries_failed"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} delivery {self.pk} ({self.status})"
+
+
+class ChannelAddress(models.Model):
+    """Where a user receives a channel other than email (which comes from the auth user)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="channel_addresses"
+    )
+    channel = models.CharField(max_length=32)
+    address = models.CharField(max_length=500)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(db_default=DatabaseNow())
+
+    class Meta:
+        db_table = 'notifications"."channel_addresses'
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "channel"],
+                condition=Q(is_active=True),
+                name="channel_addresses_one_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.address}"
+
+
+class Recipient(models.Model):
+    """A user's delivery preferences: the language their notifications are written in."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="notification_recipient",
+    )
+    language = models.CharField(
+        max_length=8, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
+    )
+
+    class Meta:
+        db_table = 'notifications"."recipients'
+
+    def __str__(self) -> str:
+        return f"{self.user_id} ({self.language})"
+
+
+class DrainHeartbeat(models.Model):
+    """The last tick of one drain loop (or of the cron trigger), so "running" is a fact."""
+
+    worker = models.CharField(max_length=200, primary_key=True)
+    host = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    interval_seconds = models.FloatField()
+    started_at = models.DateTimeField(db_default=DatabaseNow())
+    ticked_at = models.DateTimeField(db_default=DatabaseNow())
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    last_report = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = 'notifications"."drain_heartbeats'
+
+    def __str__(self) -> str:
+        return self.worker

@@ -1,0 +1,347 @@
+"""The outbox queue's state machine, in raw SQL: the only module that moves a delivery between
+states.
+
+    pending --claim--> processing --sent--> sent
+                           |----retryable, budget left--> pending (now() + backoff)
+                           |----retryable, budget spent--> dead     (terminal; staff Retry)
+                           |----not retryable----------> failed   (terminal)
+                           '----lease expired (reaper)--> pending, or dead when spent
+
+Every statement is one statement, so it is its own transaction: no lock is held across a
+network call, and nothing here is session-scoped (it works through PgBouncer in transaction
+pooling). Tables are schema-qualified because production keeps the default search_path. Every
+time is the database's `now()`, never the app server's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from notifications import backoff
+from notifications.models import Status
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A delivery this worker holds, with what sending it needs from its notification."""
+
+    id: int
+    channel: str
+    attempts: int  # the fencing token: every write about this claim must match it
+    attempt_base: int
+    notification_id: UUID
+    user_id: int
+    type: str
+    message_key: str
+    message_params: dict[str, Any]
+    action_url: str
+
+    @property
+    def sends(self) -> int:
+        """Sends spent from the current budget, this one included."""
+        return self.attempts - self.attempt_base
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one claimed send, ready to be written under its fence."""
+
+    delivery_id: int
+    attempts: int
+    status: str
+    delay: timedelta | None = None
+    provider_message_id: str = ""
+    error_code: str = ""
+    error_message: str = ""
+
+    @classmethod
+    def sent(cls, delivery: ClaimedDelivery, *, provider_message_id: str) -> Outcome:
+        return cls(
+            delivery.id, delivery.attempts, Status.SENT, provider_message_id=provider_message_id
+        )
+
+    @classmethod
+    def failure(
+        cls,
+        delivery: ClaimedDelivery,
+        *,
+        code: str,
+        message: str,
+        retryable: bool,
+        retry_after: timedelta | None = None,
+        max_attempts: int = backoff.MAX_ATTEMPTS,
+    ) -> Outcome:
+        decision = backoff.decide(
+            attempts=delivery.sends,
+            retryable=retryable,
+            max_attempts=max_attempts,
+            retry_after=retry_after,
+        )
+        return cls(
+            delivery.id,
+            delivery.attempts,
+            decision.status,
+            delay=decision.delay,
+            error_code=code[:64],
+            error_message=message[:2000],
+        )
+
+
+# FOR UPDATE SKIP LOCKED: a claimer never waits for another; under contention it returns
+# fewer rows than asked (LIMIT applies before the skipping), which is expected.
+# MATERIALIZED: the CTE runs exactly once, so LIMIT bounds the rows updated under any plan. A
+# bare `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` may be re-evaluated by a
+# join plan and claim more than n (tests/notifications/test_outbox.py shows it happen).
+# The ORDER BY matches the deliveries_claim partial index; id breaks ties so the order is total.
+# RETURNING aliases are double-quoted: unquoted, PostgreSQL would fold them to lower case.
+CLAIM_SQL = """
+WITH claimable AS MATERIALIZED (
+    SELECT id
+    FROM notifications.notification_deliveries
+    WHERE status = 'pending'
+      AND next_attempt_at <= now()
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE notifications.notification_deliveries AS d
+SET status = 'processing',
+    attempts = d.attempts + 1,
+    attempted_at = now()
+FROM claimable AS c, notifications.notifications AS n
+WHERE d.id = c.id
+  AND n.id = d.notification_id
+RETURNING d.id AS "id",
+          d.channel AS "channel",
+          d.attempts AS "attempts",
+          d.attempt_base AS "attempt_base",
+          d.notification_id AS "notification_id",
+          n.user_id AS "user_id",
+          n.type AS "type",
+          n.message_key AS "message_key",
+          n.message_params AS "message_params",
+          n.action_url AS "action_url"
+""".strip()
+
+
+def claim(*, batch_size: int) -> list[ClaimedDelivery]:
+    """Claim up to batch_size due deliveries: mark them processing and bump their fence."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM_SQL, {"batch_size": batch_size})
+        columns = [column.name for column in cursor.description]
+        rows = cursor.fetchall()
+    return [ClaimedDelivery(**dict(zip(columns, row, strict=True))) for row in rows]
+
+
+# One statement per flush, each row still guarded by its own fence: id, the attempts value
+# its claim returned, and a status a late write may still change. `pending` is in the guard
+# on purpose: a success reported after the reaper requeued the row, but before anyone
+# re-claimed it, must land — or the notification would be sent twice.
+# The rows come in as parallel arrays (unnest) rather than a VALUES list, so the text of the
+# statement is the same for any number of rows.
+WRITE_OUTCOMES_SQL = """
+UPDATE notifications.notification_deliveries AS d
+SET status = o.status,
+    next_attempt_at = CASE
+        WHEN o.status = 'pending' THEN now() + make_interval(secs => o.delay_seconds)
+        ELSE d.next_attempt_at
+    END,
+    sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
+    provider_message_id = CASE
+        WHEN o.status = 'sent' THEN o.provider_message_id
+        ELSE d.provider_message_id
+    END,
+    error_code = o.error_code,
+    error_message = o.error_message
+FROM unnest(
+    %(ids)s::bigint[],
+    %(attempts)s::integer[],
+    %(statuses)s::text[],
+    %(delay_seconds)s::double precision[],
+    %(provider_message_ids)s::text[],
+    %(error_codes)s::text[],
+    %(error_messages)s::text[]
+) AS o(id, attempts, status, delay_seconds, provider_message_id, error_code, error_message)
+WHERE d.id = o.id
+  AND d.attempts = o.attempts
+  AND d.status IN ('processing', 'pending')
+RETURNING d.id
+""".strip()
+
+
+def write_outcomes(outcomes: Sequence[Outcome]) -> set[int]:
+    """Write outcomes under their fences; return the ids whose write landed."""
+    if not outcomes:
+        return set()
+    params = {
+        "ids": [o.delivery_id for o in outcomes],
+        "attempts": [o.attempts for o in outcomes],
+        "statuses": [str(o.status) for o in outcomes],
+        "delay_seconds": [o.delay.total_seconds() if o.delay else 0.0 for o in outcomes],
+        "provider_message_ids": [o.provider_message_id for o in outcomes],
+        "error_codes": [o.error_code for o in outcomes],
+        "error_messages": [o.error_message for o in outcomes],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(WRITE_OUTCOMES_SQL, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def mark_sent(delivery: ClaimedDelivery, *, provider_message_id: str) -> bool:
+    """Record a successful send; return whether the write landed (False: fenced off)."""
+    outcome = Outcome.sent(delivery, provider_message_id=provider_message_id)
+    return bool(write_outcomes([outcome]))
+
+
+def mark_failed(
+    delivery: ClaimedDelivery,
+    *,
+    code: str,
+    message: str,
+    retryable: bool,
+    retry_after: timedelta | None = None,
+    max_attempts: int = backoff.MAX_ATTEMPTS,
+) -> bool:
+    """Record a failed send (pending with backoff, dead or failed); return whether it landed."""
+    outcome = Outcome.failure(
+        delivery,
+        code=code,
+        message=message,
+        retryable=retryable,
+        retry_after=retry_after,
+        max_attempts=max_attempts,
+    )
+    return bool(write_outcomes([outcome]))
+
+
+# The lease clock starts at attempted_at, stamped once per claim for the whole batch. The
+# reaper does not bump attempts: the claim already counted the send it interrupted.
+# Served by the deliveries_reap partial index.
+RECLAIM_STALE_SQL = """
+UPDATE notifications.notification_deliveries
+SET status = CASE
+        WHEN attempts - attempt_base >= %(max_attempts)s THEN 'dead'
+        ELSE 'pending'
+    END,
+    next_attempt_at = now(),
+    error_code = 'CLAIM_EXPIRED',
+    error_message = 'The worker holding this delivery did not report within its lease.'
+WHERE status = 'processing'
+  AND attempted_at < now() - make_interval(secs => %(lease_seconds)s)
+RETURNING id, status
+""".strip()
+
+
+@dataclass(frozen=True)
+class Reaped:
+    requeued: list[int] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.requeued) + len(self.dead)
+
+
+def reclaim_stale(*, lease: timedelta, max_attempts: int = backoff.MAX_ATTEMPTS) -> Reaped:
+    """Requeue deliveries held past the lease, or dead-letter them when the budget is spent."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            RECLAIM_STALE_SQL,
+            {"lease_seconds": lease.total_seconds(), "max_attempts": max_attempts},
+        )
+        rows = cursor.fetchall()
+    return Reaped(
+        requeued=[i for i, status in rows if status == Status.PENDING],
+        dead=[i for i, status in rows if status == Status.DEAD],
+    )
+
+
+# A staff Retry: due now, by the database clock, with a fresh budget. The budget restarts by
+# moving attempt_base up to attempts, never by resetting attempts, so the next claim hands
+# out a fence value no earlier worker ever held.
+RETRY_SQL = """
+UPDATE notifications.notification_deliveries
+SET status = 'pending',
+    next_attempt_at = now(),
+    attempt_base = attempts
+WHERE id = %(delivery_id)s
+  AND status = ANY(%(statuses)s::text[])
+RETURNING id
+""".strip()
+
+
+def retry(*, delivery_id: int, include_failed: bool = False) -> bool:
+    """Requeue a dead delivery (or a failed one, when asked); return False if it was neither."""
+    statuses = [Status.DEAD, Status.FAILED] if include_failed else [Status.DEAD]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            RETRY_SQL, {"delivery_id": delivery_id, "statuses": [str(s) for s in statuses]}
+        )
+        return cursor.fetchone() is not None
+
+
+# Each count reads one partial index (claim, reap, dead, failed), so the cost follows the size
+# of that state, not of the table. `sent` is most of a mature table and has no index of its
+# own: it is counted exactly while the table is small, and estimated from the planner's row
+# count (kept fresh by autovacuum) once it is large.
+QUEUE_DEPTH_SQL = """
+SELECT
+    (SELECT count(*) FROM notifications.notification_deliveries
+      WHERE status = 'pending') AS "pending",
+    (SELECT count(*) FROM notifications.notification_deliveries
+      WHERE status = 'pending' AND next_attempt_at <= now()) AS "due_now",
+    (SELECT count(*) FROM notifications.notification_deliveries
+      WHERE status = 'pending' AND next_attempt_at > now() AND attempts > 0) AS "retrying",
+    (SELECT count(*) FROM notifications.notification_deliveries
+      WHERE status = 'processing') AS "processing",
+    (SELECT count(*) FROM notifications.notification_deliveries
+      WHERE status = 'failed') AS "failed",
+    (SELECT count(*) FROM notifications.notification_deliveries
+      WHERE status = 'dead') AS "dead",
+    (SELECT greatest(reltuples, 0)::bigint FROM pg_class
+      WHERE oid = 'notifications.notification_deliveries'::regclass) AS "estimated_rows"
+""".strip()
+
+COUNT_SENT_SQL = """
+SELECT count(*) FROM notifications.notification_deliveries WHERE status = 'sent'
+""".strip()
+
+EXACT_SENT_BELOW_ROWS = 200_000
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    pending: int
+    due_now: int
+    retrying: int
+    processing: int
+    sent: int
+    failed: int
+    dead: int
+    sent_is_estimate: bool
+
+    def as_dict(self) -> dict[str, int | bool]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def queue_depth() -> QueueDepth:
+    """Count deliveries per status, plus the derived retrying and due-now."""
+    with connection.cursor() as cursor:
+        cursor.execute(QUEUE_DEPTH_SQL)
+        columns = [column.name for column in cursor.description]
+        counts = dict(zip(columns, cursor.fetchone(), strict=True))
+        estimated_rows = counts.pop("estimated_rows")
+        others = counts["pending"] + counts["processing"] + counts["failed"] + counts["dead"]
+        if estimated_rows < EXACT_SENT_BELOW_ROWS:
+            cursor.execute(COUNT_SENT_SQL)
+            sent, estimate = cursor.fetchone()[0], False
+        else:
+            sent, estimate = max(estimated_rows - others, 0), True
+    return QueueDepth(**counts, sent=sent, sent_is_estimate=estimate)

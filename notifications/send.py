@@ -1,0 +1,73 @@
+"""Enqueue: the transactional outbox's write side."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from notifications import messages
+from notifications.models import Notification, NotificationDelivery
+
+
+def _channels(channels: Iterable[str]) -> list[str]:
+    if isinstance(channels, str):
+        raise TypeError("channels must be a list of channel names, not one string")
+    names = list(dict.fromkeys(channels))
+    if not names:
+        raise ValueError("A notification needs at least one channel.")
+    unknown = [name for name in names if name not in settings.DELIVERY_CHANNELS]
+    if unknown:
+        known = ", ".join(sorted(settings.DELIVERY_CHANNELS))
+        raise ValueError(f"Unknown channel(s) {', '.join(map(repr, unknown))}; known: {known}.")
+    return names
+
+
+def send_notification(
+    *,
+    user,
+    type: str,  # noqa: A002 - the column's name
+    message_key: str,
+    params: Mapping[str, Any] | None = None,
+    channels: Iterable[str],
+    action_url: str = "",
+) -> Notification:
+    """Write a notification and one pending delivery per channel.
+
+    Runs inside the caller's transaction when there is one (the outbox pattern: the
+    notification commits or rolls back with the change that caused it).
+    """
+    params = dict(params or {})
+    names = _channels(channels)
+    if not type or len(type) > 64:
+        raise ValueError("type must be 1 to 64 characters.")
+    messages.validate(key=message_key, params=params)
+    try:
+        json.dumps(params)
+    except TypeError as exc:
+        raise ValueError(f"params must be JSON-serialisable: {exc}") from None
+    with transaction.atomic():
+        notification = Notification.objects.create(
+            user=user,
+            type=type,
+            message_key=message_key,
+            message_params=params,
+            action_url=action_url,
+        )
+        deliver(notification=notification, channels=names)
+    return notification
+
+
+def deliver(*, notification: Notification, channels: Iterable[str]) -> None:
+    """Add deliveries of an existing notification; a channel it has already is skipped.
+
+    The unique (notification, channel) constraint makes this safe to call twice, even from
+    two transactions at once (ON CONFLICT DO NOTHING).
+    """
+    NotificationDelivery.objects.bulk_create(
+        [NotificationDelivery(notification=notification, channel=n) for n in _channels(channels)],
+        ignore_conflicts=True,
+    )
