@@ -92,18 +92,27 @@ SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
 _PROXY_SSL = _env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False)
 SECURE_HSTS_SECONDS = _env_int("DJANGO_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
 
-# Email: Django's SMTP backend. EMAIL_TIMEOUT bounds every socket operation and, in the
-# email channel, the whole send.
-EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
-EMAIL_PORT = _env_int("EMAIL_PORT", default=25, minimum=1)
-EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", default=False)
-EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", default=False)
-EMAIL_TIMEOUT = _env_float("EMAIL_TIMEOUT", default=10.0, minimum=0.1)
-DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "v10r <notifications@localhost>")
-if EMAIL_USE_TLS and EMAIL_USE_SSL:
+# Email, through Django's MAILERS. The variables keep the familiar EMAIL_* names; EMAIL_TIMEOUT
+# bounds every socket operation and, in the email channel, the whole send.
+_EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", default=False)
+_EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", default=False)
+if _EMAIL_USE_TLS and _EMAIL_USE_SSL:
     raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive; set only one.")
+MAILERS = {
+    "default": {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": _env_int("EMAIL_PORT", default=25, minimum=1),
+            "username": os.environ.get("EMAIL_HOST_USER", ""),
+            "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+            "use_tls": _EMAIL_USE_TLS,
+            "use_ssl": _EMAIL_USE_SSL,
+            "timeout": _env_float("EMAIL_TIMEOUT", default=10.0, minimum=0.1),
+        },
+    },
+}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "v10r <notifications@localhost>")
 
 # The outbox's queue worker (notifications/drain.py); the system checks in
 # notifications/checks.py refuse a lease that a full batch could outlive.
@@ -185,6 +194,8 @@ if DATABASE_URL:
         raise ImproperlyConfigured(
             f"DATABASE_URL must point at PostgreSQL (postgres://…), not {_db['ENGINE']}."
         )
+    # Django's PostgreSQL backend, plus introspection of the project's schemas.
+    _db["ENGINE"] = "v10r.postgresql"
 else:
     _db = {
         # Starts the private server in EMBEDDED_PGDATA on first connection; see the backend.

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.mail import EmailMessage
-from django.core.mail.backends.smtp import EmailBackend
+from django.core.mail import EmailMessage, mailers
+from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
 from django.core.validators import validate_email
 
@@ -26,7 +26,7 @@ class _Deadline:
     timer thread, so whatever call is blocked on it fails at once.
     """
 
-    def __init__(self, backend: EmailBackend, seconds: float) -> None:
+    def __init__(self, backend: BaseEmailBackend, seconds: float) -> None:
         self.backend = backend
         self.expired = False
         self.timer = threading.Timer(seconds, self._expire)
@@ -34,7 +34,8 @@ class _Deadline:
 
     def _expire(self) -> None:
         self.expired = True
-        sock = getattr(self.backend.connection, "sock", None)
+        smtp = getattr(self.backend, "connection", None)
+        sock = getattr(smtp, "sock", None)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -48,12 +49,16 @@ class _Deadline:
 
 
 class EmailChannel(Channel):
+    """Sends through MAILERS["default"] (SMTP in production; EMAIL_TIMEOUT is its timeout)."""
+
     name = "email"
     address_source = "email"
+    mailer = "default"
 
     @property
     def timeout(self) -> float:
-        return float(settings.EMAIL_TIMEOUT)
+        options = settings.MAILERS[self.mailer].get("OPTIONS", {})
+        return float(options.get("timeout") or 10)
 
     @property
     def worst_case(self) -> timedelta:
@@ -83,7 +88,7 @@ class EmailChannel(Channel):
             to=[outgoing.address],
             headers={"Message-ID": message_id, "Content-Language": outgoing.language},
         )
-        backend = EmailBackend(timeout=self.timeout, fail_silently=False)
+        backend = mailers[self.mailer]
         deadline = _Deadline(backend, self.timeout)
         try:
             with deadline:

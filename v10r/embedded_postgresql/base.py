@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.backends.postgresql import base
 
 from v10r import embedded_postgresql
+from v10r.postgresql import base
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

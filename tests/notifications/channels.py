@@ -1,0 +1,125 @@
+"""Channels for tests: each behaves one way, and remembers what it was asked to send."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+from notifications.channels.base import Channel, ChannelError, Outgoing, SendResult
+
+
+class _Recorder(Channel):
+    """Keeps every Outgoing it saw (class-wide, so tests can read it), thread-safely."""
+
+    address_source = "none"
+    seen: list[Outgoing] = []
+    lock = threading.Lock()
+
+    @property
+    def worst_case(self) -> timedelta:
+        return timedelta(seconds=1)
+
+    def record(self, outgoing: Outgoing) -> None:
+        with self.lock:
+            type(self).seen.append(outgoing)
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.seen = []
+
+
+class RecordingChannel(_Recorder):
+    name = "recording"
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        self.record(outgoing)
+        return SendResult(provider_message_id=f"rec-{outgoing.delivery_id}")
+
+
+class AlwaysRetryableChannel(_Recorder):
+    """An upstream that is always down: every send fails, retryably."""
+
+    name = "always_retryable"
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        self.record(outgoing)
+        raise ChannelError("UPSTREAM_503", "Service Unavailable", retryable=True)
+
+
+class RejectingChannel(_Recorder):
+    name = "rejecting"
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        self.record(outgoing)
+        raise ChannelError("BAD_ADDRESS", "No such recipient", retryable=False)
+
+
+class ExplodingChannel(_Recorder):
+    """A channel with a bug in it."""
+
+    name = "exploding"
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        self.record(outgoing)
+        raise RuntimeError("a bug in the channel")
+
+
+class BlockedChannel(_Recorder):
+    """A chat bot the recipient has blocked (a 403): the address must be switched off."""
+
+    name = "blocked"
+    address_source = "channel_address"
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        self.record(outgoing)
+        raise ChannelError(
+            "BLOCKED",
+            "Forbidden: bot was blocked by the user",
+            retryable=False,
+            deactivate_address=True,
+        )
+
+
+class GatedChannel(_Recorder):
+    """Sends wait until the test opens the gate; counts how many are in flight at once."""
+
+    name = "gated"
+    gate = threading.Event()
+    in_flight = 0
+    most_in_flight = 0
+    slow_ids: set[int] = set()
+
+    @classmethod
+    def reset(cls) -> None:
+        super().reset()
+        cls.gate = threading.Event()
+        cls.in_flight = cls.most_in_flight = 0
+        cls.slow_ids = set()
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        cls = type(self)
+        with self.lock:
+            cls.in_flight += 1
+            cls.most_in_flight = max(cls.most_in_flight, cls.in_flight)
+        try:
+            if not cls.slow_ids or outgoing.delivery_id in cls.slow_ids:
+                if not cls.gate.wait(timeout=30):
+                    raise TimeoutError("the test never opened the gate")
+            else:
+                time.sleep(0.01)
+            self.record(outgoing)
+        finally:
+            with self.lock:
+                cls.in_flight -= 1
+        return SendResult(provider_message_id=f"gated-{outgoing.delivery_id}")
+
+
+ALL = [
+    RecordingChannel,
+    AlwaysRetryableChannel,
+    RejectingChannel,
+    ExplodingChannel,
+    BlockedChannel,
+    GatedChannel,
+]

@@ -1,0 +1,378 @@
+"""The queue's invariants (DESIGN.md), each on real PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+
+from notifications import outbox
+from notifications.models import NotificationDelivery, Status
+from tests.notifications.conftest import db_now, execute, make_deliveries
+
+
+def row(delivery_id: int) -> NotificationDelivery:
+    return NotificationDelivery.objects.get(pk=delivery_id)
+
+
+# --- The claim --------------------------------------------------------------------------------
+
+
+def test_claim_marks_rows_processing_bumps_attempts_and_stamps_the_database_clock(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=10)
+    assert (claimed.id, claimed.attempts, claimed.channel) == (delivery_id, 1, "recording")
+    assert claimed.message_key == "queue.demo"
+    assert claimed.user_id == user.pk
+    stored = row(delivery_id)
+    assert stored.status == Status.PROCESSING
+    assert stored.attempts == 1
+    assert stored.attempted_at == db_now()
+
+
+def test_a_claim_is_a_state_transition_so_a_second_claim_gets_nothing(db, user):
+    make_deliveries(user, 3)
+    assert len(outbox.claim(batch_size=10)) == 3
+    assert outbox.claim(batch_size=10) == []
+
+
+def test_claim_takes_at_most_the_batch_in_queue_order(db, user):
+    ids = make_deliveries(user, 5)
+    # The oldest next_attempt_at first; equal times fall back to created_at, then id.
+    execute(
+        "UPDATE notifications.notification_deliveries SET next_attempt_at = now() - %s * "
+        "interval '1 second' WHERE id = %s",
+        [10, ids[3]],
+    )
+    claimed = outbox.claim(batch_size=3)
+    assert [c.id for c in claimed] == [ids[3], ids[0], ids[1]]
+
+
+def test_a_row_whose_backoff_has_not_elapsed_is_not_claimed(db, user):
+    [waiting, due] = make_deliveries(user, 2)
+    execute(
+        "UPDATE notifications.notification_deliveries "
+        "SET next_attempt_at = now() + interval '1 second' WHERE id = %s",
+        [waiting],
+    )
+    assert [c.id for c in outbox.claim(batch_size=10)] == [due]
+
+
+def test_the_claim_sql_is_literal_schema_qualified_and_quotes_its_aliases():
+    sql = outbox.CLAIM_SQL
+    assert "FOR UPDATE SKIP LOCKED" in sql
+    assert "AS MATERIALIZED" in sql
+    assert "ORDER BY next_attempt_at, created_at, id" in sql
+    tables = re.findall(r"\b(?:FROM|UPDATE)\s+([a-z_][\w.]*)", sql)
+    assert tables == [
+        "notifications.notification_deliveries",
+        "notifications.notification_deliveries",
+        "claimable",
+    ]
+    assert "claimable AS c, notifications.notifications AS n" in sql
+    returning = sql.split("RETURNING", 1)[1]
+    aliases = re.findall(r"\bAS\s+(\S+)", returning)
+    assert len(aliases) == 10
+    assert all(a.strip(",").startswith('"') and a.strip(",").endswith('"') for a in aliases)
+
+
+def test_claim_skips_rows_locked_by_another_connection_without_waiting(other_connection, user):
+    ids = make_deliveries(user, 4)
+    with other_connection.transaction():
+        other_connection.execute(
+            "SELECT id FROM notifications.notification_deliveries WHERE id = ANY(%s) FOR UPDATE",
+            [ids[:2]],
+        )
+        # Were the claim to wait for those locks, this would fail instead of hanging.
+        execute("SET statement_timeout = '5s'")
+        try:
+            claimed = outbox.claim(batch_size=4)
+        finally:
+            execute("SET statement_timeout = 0")
+        # Fewer rows than asked: LIMIT applies before SKIP LOCKED skips.
+        assert sorted(c.id for c in claimed) == ids[2:]
+    assert [c.id for c in outbox.claim(batch_size=4)] == ids[:2]
+
+
+# A naive claim: LIMIT inside `IN (subquery)`. The planner may run the subquery again for
+# every outer row, and rows this very statement has already updated are skipped by the rerun.
+NAIVE_CLAIM_SQL = """
+UPDATE notifications.notification_deliveries
+SET status = 'processing', attempts = attempts + 1, attempted_at = now()
+WHERE id IN (
+    SELECT id FROM notifications.notification_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= now()
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id
+"""
+
+ADVERSARIAL_PLANS = [
+    "SET LOCAL enable_hashjoin = off",
+    "SET LOCAL enable_mergejoin = off",
+    "SET LOCAL enable_hashagg = off",
+    "SET LOCAL enable_material = off",
+    "SET LOCAL enable_indexscan = off",
+    "SET LOCAL enable_bitmapscan = off",
+    "SET LOCAL enable_sort = off",
+]
+
+
+def claimed_under_adversarial_plans(sql: str, *, batch_size: int) -> int:
+    with transaction.atomic():
+        for setting in ADVERSARIAL_PLANS:
+            execute(setting)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {"batch_size": batch_size})
+            count = len(cursor.fetchall())
+        transaction.set_rollback(True)
+    return count
+
+
+def test_claim_never_takes_more_than_asked_under_adversarial_plans(db, user):
+    # Stale statistics: the planner believes the table holds 5 rows when it holds 400.
+    make_deliveries(user, 5)
+    execute("ANALYZE notifications.notification_deliveries")
+    make_deliveries(user, 395)
+
+    naive = claimed_under_adversarial_plans(NAIVE_CLAIM_SQL, batch_size=10)
+    assert naive > 10, "the naive claim should overshoot here, or this test proves nothing"
+
+    for _ in range(20):
+        assert claimed_under_adversarial_plans(outbox.CLAIM_SQL, batch_size=10) == 10
+    assert len(outbox.claim(batch_size=10)) == 10
+
+
+# --- The fence --------------------------------------------------------------------------------
+
+
+def test_a_stale_workers_late_write_is_fenced_off(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [first] = outbox.claim(batch_size=1)
+    # The first worker stalls past its lease; the reaper requeues the row, a second claims it.
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
+        "'1 hour' WHERE id = %s",
+        [delivery_id],
+    )
+    assert len(outbox.reclaim_stale(lease=timedelta(minutes=5))) == 1
+    [second] = outbox.claim(batch_size=1)
+    assert second.attempts == first.attempts + 1
+
+    assert outbox.mark_sent(first, provider_message_id="late") is False
+    assert outbox.mark_failed(first, code="X", message="late", retryable=False) is False
+    stored = row(delivery_id)
+    assert (stored.status, stored.attempts, stored.provider_message_id) == (
+        Status.PROCESSING,
+        2,
+        "",
+    )
+
+    assert outbox.mark_sent(second, provider_message_id="on-time") is True
+    assert row(delivery_id).status == Status.SENT
+
+
+def test_a_success_reported_after_a_reap_but_before_a_reclaim_still_lands(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
+        "'1 hour' WHERE id = %s",
+        [delivery_id],
+    )
+    assert len(outbox.reclaim_stale(lease=timedelta(minutes=5))) == 1
+    assert row(delivery_id).status == Status.PENDING
+
+    assert outbox.mark_sent(claimed, provider_message_id="m-1") is True
+    stored = row(delivery_id)
+    assert (stored.status, stored.provider_message_id, stored.error_code) == (
+        Status.SENT,
+        "m-1",
+        "",
+    )
+    assert outbox.claim(batch_size=1) == []  # so it is not sent a second time
+
+
+def test_a_terminal_row_cannot_be_rewritten(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    assert outbox.mark_failed(claimed, code="BAD_ADDRESS", message="no", retryable=False)
+    assert outbox.mark_sent(claimed, provider_message_id="after") is False
+    assert row(delivery_id).status == Status.FAILED
+
+
+# --- Outcomes ---------------------------------------------------------------------------------
+
+
+def test_a_send_records_sent_at_and_the_provider_id_from_the_database_clock(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    assert outbox.mark_sent(claimed, provider_message_id="<abc@x>")
+    stored = row(delivery_id)
+    assert stored.sent_at == db_now()
+    assert stored.provider_message_id == "<abc@x>"
+
+
+def test_a_retryable_failure_waits_its_backoff_on_the_database_clock(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    assert outbox.mark_failed(claimed, code="UPSTREAM_503", message="down", retryable=True)
+    stored = row(delivery_id)
+    assert stored.status == Status.PENDING
+    assert (stored.error_code, stored.error_message) == ("UPSTREAM_503", "down")
+    wait = stored.next_attempt_at - db_now()
+    # First step 30 s, ±15 %: between 25.5 s and 34.5 s.
+    assert timedelta(seconds=25.5) <= wait <= timedelta(seconds=34.5)
+    assert NotificationDelivery.objects.retrying().filter(pk=delivery_id).exists()
+    assert not NotificationDelivery.objects.due().filter(pk=delivery_id).exists()
+
+
+def test_a_permanent_failure_is_failed_and_a_spent_budget_is_dead(db, user):
+    [rejected, spent] = make_deliveries(user, 2)
+    execute("UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s", [spent])
+    claims = {c.id: c for c in outbox.claim(batch_size=2)}
+    assert claims[spent].sends == 5
+    outbox.mark_failed(claims[rejected], code="BAD_ADDRESS", message="x", retryable=False)
+    outbox.mark_failed(claims[spent], code="UPSTREAM_503", message="x", retryable=True)
+    assert row(rejected).status == Status.FAILED
+    assert row(spent).status == Status.DEAD
+    assert list(NotificationDelivery.objects.needs_attention().values_list("pk", flat=True)) == [
+        spent
+    ]
+
+
+def test_outcomes_are_written_in_one_statement_with_a_fence_per_row(
+    db, user, django_assert_num_queries
+):
+    ids = make_deliveries(user, 3)
+    claims = outbox.claim(batch_size=3)
+    stale = outbox.Outcome.sent(claims[2], provider_message_id="stale")
+    stale = outbox.Outcome(stale.delivery_id, stale.attempts - 1, stale.status)
+    outcomes = [
+        outbox.Outcome.sent(claims[0], provider_message_id="a"),
+        outbox.Outcome.failure(claims[1], code="UPSTREAM_503", message="m", retryable=True),
+        stale,
+    ]
+    with django_assert_num_queries(1):
+        landed = outbox.write_outcomes(outcomes)
+    assert landed == {claims[0].id, claims[1].id}
+    assert [row(i).status for i in ids] == [Status.SENT, Status.PENDING, Status.PROCESSING]
+
+
+# --- The reaper -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("held_for", "reaped"),
+    [
+        (timedelta(seconds=299), False),  # lease 300 s − 1 s: still within the lease
+        (timedelta(seconds=301), True),  # lease 300 s + 1 s: expired
+    ],
+)
+def test_the_reaper_takes_back_rows_held_past_the_lease_only(db, user, held_for, reaped):
+    [delivery_id] = make_deliveries(user, 1)
+    outbox.claim(batch_size=1)
+    execute(
+        "UPDATE notifications.notification_deliveries "
+        "SET attempted_at = now() - make_interval(secs => %s) WHERE id = %s",
+        [held_for.total_seconds(), delivery_id],
+    )
+    result = outbox.reclaim_stale(lease=timedelta(seconds=300))
+    stored = row(delivery_id)
+    if reaped:
+        assert result.requeued == [delivery_id]
+        assert (stored.status, stored.error_code) == (Status.PENDING, "CLAIM_EXPIRED")
+        assert stored.next_attempt_at == db_now()
+    else:
+        assert len(result) == 0
+        assert stored.status == Status.PROCESSING
+    assert stored.attempts == 1  # the reaper never bumps attempts
+
+
+def test_the_reaper_dead_letters_a_row_whose_budget_is_spent(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s",
+        [delivery_id],
+    )
+    outbox.claim(batch_size=1)
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
+        "'1 hour' WHERE id = %s",
+        [delivery_id],
+    )
+    assert outbox.reclaim_stale(lease=timedelta(minutes=5)).dead == [delivery_id]
+    stored = row(delivery_id)
+    assert (stored.status, stored.attempts) == (Status.DEAD, 5)
+
+
+# --- Staff retry ------------------------------------------------------------------------------
+
+
+def kill(delivery_id: int) -> outbox.ClaimedDelivery:
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s",
+        [delivery_id],
+    )
+    [claimed] = outbox.claim(batch_size=1)
+    outbox.mark_failed(claimed, code="UPSTREAM_503", message="x", retryable=True)
+    assert row(delivery_id).status == Status.DEAD
+    return claimed
+
+
+def test_retry_requeues_a_dead_row_now_with_a_fresh_budget_and_new_fence_values(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    last_claim = kill(delivery_id)
+
+    assert outbox.retry(delivery_id=delivery_id) is True
+    stored = row(delivery_id)
+    assert stored.status == Status.PENDING
+    assert stored.next_attempt_at == db_now()
+    assert (stored.attempts, stored.attempt_base) == (5, 5)
+
+    [fresh] = outbox.claim(batch_size=1)
+    assert fresh.attempts == 6  # never a value an earlier worker held
+    assert fresh.sends == 1  # the budget starts again
+    assert outbox.mark_sent(last_claim, provider_message_id="ghost") is False
+    assert outbox.mark_sent(fresh, provider_message_id="ok") is True
+
+
+def test_retry_leaves_failed_rows_alone_unless_asked_and_refuses_other_states(db, user):
+    [failed, sent] = make_deliveries(user, 2)
+    claims = {c.id: c for c in outbox.claim(batch_size=2)}
+    outbox.mark_failed(claims[failed], code="BAD_ADDRESS", message="x", retryable=False)
+    outbox.mark_sent(claims[sent], provider_message_id="m")
+
+    assert outbox.retry(delivery_id=failed) is False
+    assert row(failed).status == Status.FAILED
+    assert outbox.retry(delivery_id=failed, include_failed=True) is True
+    assert row(failed).status == Status.PENDING
+    assert outbox.retry(delivery_id=sent, include_failed=True) is False
+    assert outbox.retry(delivery_id=10**12) is False
+
+
+# --- Queue depth ------------------------------------------------------------------------------
+
+
+def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
+    ids = make_deliveries(user, 6)
+    claims = {c.id: c for c in outbox.claim(batch_size=4)}
+    outbox.mark_sent(claims[ids[0]], provider_message_id="m")
+    outbox.mark_failed(claims[ids[1]], code="BAD", message="x", retryable=False)
+    outbox.mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
+    # ids[3] stays processing; ids[4] and ids[5] are pending and due.
+    depth = outbox.queue_depth()
+    assert depth.as_dict() == {
+        "pending": 3,
+        "due_now": 2,
+        "retrying": 1,
+        "processing": 1,
+        "sent": 1,
+        "failed": 1,
+        "dead": 0,
+        "sent_is_estimate": False,
+    }
