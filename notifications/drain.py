@@ -98,8 +98,9 @@ def _drain(*, batch_size: int, concurrency: int, lease: timedelta, max_attempts:
     ready, immediate = _prepare(claimed, max_attempts=max_attempts)
     writer = _Writer(report)
     writer.add(immediate)
-    for outcome in _send_all(ready, concurrency=concurrency, max_attempts=max_attempts):
-        writer.add([outcome])
+    for finished in _send_all(ready, concurrency=concurrency, max_attempts=max_attempts):
+        if finished is not None:
+            writer.add([finished])
         if writer.due():
             writer.flush()
     writer.flush()
@@ -257,7 +258,11 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
 
 
 def _send_all(ready, *, concurrency: int, max_attempts: int):
-    """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time."""
+    """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time.
+
+    While sends are out and none finishes, yield None every FLUSH_EVERY, so the caller can
+    write what has finished without waiting for the slowest send of the batch.
+    """
     if not ready:
         return
     if concurrency == 1 or len(ready) == 1:
@@ -280,17 +285,15 @@ def _send_all(ready, *, concurrency: int, max_attempts: int):
     executor = _executor(concurrency)
     for _ in range(min(concurrency, len(ready))):
         executor.submit(sender)
-    for _ in range(len(ready)):
-        yield _get(results)
-
-
-def _get(results: queue.SimpleQueue):
-    # Wake at least every flush period so a slow send cannot hold finished outcomes back.
-    while True:
+    remaining = len(ready)
+    while remaining:
         try:
-            return results.get(timeout=FLUSH_EVERY)
+            finished = results.get(timeout=FLUSH_EVERY)
         except queue.Empty:
-            continue
+            yield None
+        else:
+            remaining -= 1
+            yield finished
 
 
 def _executor(concurrency: int) -> ThreadPoolExecutor:

@@ -15,6 +15,7 @@ time is the database's `now()`, never the app server's clock.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -125,7 +126,7 @@ RETURNING d.id AS "id",
           n.user_id AS "user_id",
           n.type AS "type",
           n.message_key AS "message_key",
-          n.message_params AS "message_params",
+          n.message_params::text AS "message_params",
           n.action_url AS "action_url"
 """.strip()
 
@@ -138,7 +139,13 @@ def claim(*, batch_size: int) -> list[ClaimedDelivery]:
         cursor.execute(CLAIM_SQL, {"batch_size": batch_size})
         columns = [column.name for column in cursor.description]
         rows = cursor.fetchall()
-    return [ClaimedDelivery(**dict(zip(columns, row, strict=True))) for row in rows]
+    claimed = []
+    for row in rows:
+        values = dict(zip(columns, row, strict=True))
+        # Sent as text and parsed here: Django's connection hands jsonb back undecoded.
+        values["message_params"] = json.loads(values["message_params"])
+        claimed.append(ClaimedDelivery(**values))
+    return claimed
 
 
 # One statement per flush, each row still guarded by its own fence: id, the attempts value

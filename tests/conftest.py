@@ -14,3 +14,13 @@ from django.core.management import call_command
 def collected_static(django_db_blocker):
     """Run collectstatic once, as a deploy does: templates need the manifest with DEBUG off."""
     call_command("collectstatic", interactive=False, clear=True, verbosity=0)
+
+
+@pytest.fixture
+def smtp_server():
+    """An SMTP server (aiosmtpd) on a free loopback port."""
+    from tests.smtp import SMTPServer
+
+    server = SMTPServer()
+    yield server
+    server.stop()

@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.core import checks
+from django.db import connection
+
+from notifications import drain, heartbeat
+from notifications.models import ChannelAddress, DrainHeartbeat, NotificationDelivery, Status
+from tests.notifications.channels import (
+    AlwaysRetryableChannel,
+    BlockedChannel,
+    GatedChannel,
+    RecordingChannel,
+)
+from tests.notifications.conftest import execute, make_deliveries
+
+
+def statuses(ids):
+    rows = dict(NotificationDelivery.objects.filter(pk__in=ids).values_list("pk", "status"))
+    return [rows[i] for i in ids]
+
+
+def poll(predicate, *, seconds: float = 10.0, every: float = 0.02):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False
+
+
+def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
+    ids = make_deliveries(user, 3)
+    report = drain.drain_once(batch_size=10)
+    assert report.as_dict() == {
+        "reaped": 0,
+        "claimed": 3,
+        "sent": 3,
+        "retrying": 0,
+        "failed": 0,
+        "dead": 0,
+        "fenced_off": 0,
+        "skipped": False,
+    }
+    assert sorted(o.delivery_id for o in RecordingChannel.seen) == ids
+    assert statuses(ids) == [Status.SENT] * 3
+    assert drain.drain_once(batch_size=10).claimed == 0
+
+
+def test_an_unknown_channel_or_a_bug_fails_its_row_never_the_batch(db, user):
+    [unknown] = make_deliveries(user, 1, channel="pigeon")
+    [buggy] = make_deliveries(user, 1, channel="exploding")
+    [fine] = make_deliveries(user, 1)
+    report = drain.drain_once(batch_size=10)
+    assert (report.sent, report.failed, report.retrying) == (1, 1, 1)
+    rows = {d.pk: d for d in NotificationDelivery.objects.all()}
+    assert (rows[unknown].status, rows[unknown].error_code) == (Status.FAILED, "UNKNOWN_CHANNEL")
+    assert (rows[buggy].status, rows[buggy].error_code) == (Status.PENDING, "WORKER_ERROR")
+    assert "a bug in the channel" in rows[buggy].error_message
+    assert rows[fine].status == Status.SENT
+
+
+def test_a_channel_that_always_fails_gets_five_sends_then_dead_and_no_sixth(db, user):
+    [delivery_id] = make_deliveries(user, 1, channel="always_retryable")
+    for _ in range(8):
+        drain.drain_once()
+        # Skip the backoff wait: make whatever is pending due now, by the database clock.
+        execute(
+            "UPDATE notifications.notification_deliveries SET next_attempt_at = now() "
+            "WHERE status = 'pending'"
+        )
+    assert len(AlwaysRetryableChannel.seen) == 5
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (stored.status, stored.attempts, stored.error_code) == (Status.DEAD, 5, "UPSTREAM_503")
+
+
+def test_a_recipient_who_blocked_the_bot_has_the_address_switched_off(db, user):
+    ChannelAddress.objects.create(user=user, channel="blocked", address="chat-42")
+    [delivery_id] = make_deliveries(user, 1, channel="blocked")
+    assert drain.drain_once().failed == 1
+    assert BlockedChannel.seen[0].address == "chat-42"
+    assert not ChannelAddress.objects.get(user=user, channel="blocked").is_active
+    # With no active address left, the next notification fails without a send.
+    make_deliveries(user, 1, channel="blocked")
+    drain.drain_once()
+    assert len(BlockedChannel.seen) == 1
+    assert NotificationDelivery.objects.exclude(pk=delivery_id).get().error_code == "NO_RECIPIENT"
+
+
+def run_in_thread(function):
+    result = {}
+
+    def target():
+        try:
+            result["value"] = function()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, result
+
+
+def test_one_process_never_runs_two_drains_at_once(transactional_db, user):
+    make_deliveries(user, 1, channel="gated")
+    thread, result = run_in_thread(lambda: drain.drain_once(batch_size=5))
+    assert poll(lambda: GatedChannel.in_flight == 1)
+    assert drain.drain_once(batch_size=5).skipped is True
+    GatedChannel.gate.set()
+    thread.join(10)
+    assert result["value"].sent == 1
+
+
+def test_sends_run_concurrently_up_to_the_limit(transactional_db, user):
+    make_deliveries(user, 9, channel="gated")
+    thread, result = run_in_thread(lambda: drain.drain_once(batch_size=9, concurrency=4))
+    assert poll(lambda: GatedChannel.in_flight == 4)
+    time.sleep(0.1)  # give a fifth send the chance to start, were the limit broken
+    assert GatedChannel.most_in_flight == 4
+    GatedChannel.gate.set()
+    thread.join(10)
+    assert result["value"].sent == 9
+
+
+def test_finished_sends_are_written_while_a_slow_one_is_still_out(transactional_db, user):
+    ids = make_deliveries(user, 4, channel="gated")
+    GatedChannel.slow_ids = {ids[0]}
+    thread, _ = run_in_thread(lambda: drain.drain_once(batch_size=4, concurrency=2))
+    # The three quick sends are flushed (within about 100 ms) while the slow one waits.
+    assert poll(lambda: statuses(ids[1:]) == [Status.SENT] * 3, seconds=5)
+    assert statuses(ids[:1]) == [Status.PROCESSING]
+    GatedChannel.gate.set()
+    thread.join(10)
+    assert statuses(ids) == [Status.SENT] * 4
+
+
+# --- System checks ----------------------------------------------------------------------------
+
+
+def check_ids(settings) -> list[str]:
+    return [e.id for e in checks.run_checks() if e.id.startswith("notifications.")]
+
+
+@pytest.mark.parametrize(
+    ("lease", "batch", "concurrency", "timeout", "fails"),
+    [
+        # 25 rows / 4 threads = 7 rounds × (10 s + 1 s) + 5 s margin = 82 s
+        (82, 25, 4, 10, True),
+        (83, 25, 4, 10, False),
+        # 100 rows, one thread: 100 × 11 s + 5 s = 1105 s
+        (1100, 100, 1, 10, True),
+        # A shorter email timeout lets the same lease cover a bigger batch: 13 × 3 s + 5 s
+        (45, 50, 4, 2, False),
+    ],
+)
+def test_the_lease_must_outlast_a_full_batch(settings, lease, batch, concurrency, timeout, fails):
+    settings.DELIVERY_LEASE_SECONDS = lease
+    settings.DELIVERY_BATCH_SIZE = batch
+    settings.DELIVERY_CONCURRENCY = concurrency
+    settings.DELIVERY_CHANNELS = {"email": "notifications.channels.email.EmailChannel"}
+    settings.MAILERS = {"default": {"OPTIONS": {"timeout": timeout}}}
+    assert ("notifications.E001" in check_ids(settings)) is fails
+
+
+def test_the_first_retry_must_come_after_the_tick(settings):
+    settings.DELIVERY_INTERVAL_SECONDS = 25.5  # the earliest first retry: 30 s − 15 %
+    assert "notifications.E002" in check_ids(settings)
+    settings.DELIVERY_INTERVAL_SECONDS = 25
+    assert "notifications.E002" not in check_ids(settings)
+
+
+def test_a_channel_that_cannot_be_loaded_is_a_start_up_error(settings):
+    settings.DELIVERY_CHANNELS = {"email": "notifications.channels.nowhere.Channel"}
+    assert check_ids(settings) == ["notifications.E003"]
+
+
+# --- Heartbeat --------------------------------------------------------------------------------
+
+
+def test_the_loop_is_running_only_while_its_heartbeat_is_fresh(db, settings):
+    settings.V10R_PLATFORM = "container"
+    assert heartbeat.status().state == "stopped"
+    heartbeat.beat(worker="host-a:12", interval=timedelta(seconds=15), report={})
+    status = heartbeat.status()
+    assert (status.state, status.host, status.interval) == (
+        "running",
+        "host-a",
+        timedelta(seconds=15),
+    )
+    # 2.5 intervals without a tick: stale.
+    DrainHeartbeat.objects.update(ticked_at=status.last_tick - timedelta(seconds=38))
+    assert heartbeat.status().state == "stopped"
+    heartbeat.beat(worker="host-a:12", interval=timedelta(seconds=15), report={})
+    heartbeat.stop(worker="host-a:12")
+    assert heartbeat.status().state == "stopped"
+
+
+def test_a_serverless_platform_is_dormant_between_cron_runs(db, settings):
+    settings.V10R_PLATFORM = "vercel"
+    heartbeat.beat(worker=heartbeat.CRON_WORKER, interval=timedelta(days=1), report={})
+    status = heartbeat.status()
+    assert status.state == "dormant"
+    assert status.last_cron is not None

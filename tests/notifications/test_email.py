@@ -1,0 +1,113 @@
+"""The email channel against real SMTP servers on loopback."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from notifications import drain
+from notifications.models import NotificationDelivery, Status
+from notifications.send import send_notification
+from tests.smtp import SilentServer
+
+
+def queue_email(django_user_model, address: str) -> int:
+    recipient = django_user_model.objects.create_user(address.split("@")[0], email=address)
+    notification = send_notification(
+        user=recipient,
+        type="welcome",
+        message_key="welcome",
+        params={"name": "Ada"},
+        channels=["email"],
+    )
+    return notification.deliveries.get().pk
+
+
+@pytest.fixture
+def mail_to(settings, smtp_server):
+    settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
+    return smtp_server
+
+
+def test_an_accepted_email_is_sent_with_a_stable_message_id(db, django_user_model, mail_to):
+    delivery_id = queue_email(django_user_model, "ada@example.com")
+    report = drain.drain_once()
+    assert (report.claimed, report.sent) == (1, 1)
+    [message] = mail_to.mailbox.messages
+    assert message["To"] == "ada@example.com"
+    assert message["Subject"] == "Welcome to v10r, Ada"
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert stored.status == Status.SENT
+    assert stored.provider_message_id == message["Message-ID"]
+    assert message["Message-ID"].startswith(f"<delivery-{delivery_id}@")
+
+
+def test_a_4xx_reply_leaves_the_row_pending_for_a_retry(db, django_user_model, mail_to):
+    delivery_id = queue_email(django_user_model, "busy@example.com")
+    assert drain.drain_once().retrying == 1
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (stored.status, stored.error_code) == (Status.PENDING, "SMTP_451")
+    assert "try again later" in stored.error_message
+
+
+def test_a_5xx_reply_fails_the_row_for_good(db, django_user_model, mail_to):
+    delivery_id = queue_email(django_user_model, "nope@example.com")
+    assert drain.drain_once().failed == 1
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (stored.status, stored.error_code) == (Status.FAILED, "SMTP_550")
+
+
+def test_a_malformed_address_fails_without_touching_the_network(db, django_user_model, mail_to):
+    delivery_id = queue_email(django_user_model, "not an address")
+    assert drain.drain_once().failed == 1
+    assert NotificationDelivery.objects.get(pk=delivery_id).error_code == "BAD_ADDRESS"
+    assert mail_to.mailbox.messages == []
+
+
+def test_a_user_without_an_email_fails_that_row_only(db, django_user_model, mail_to):
+    without = queue_email(django_user_model, "ada@example.com")
+    django_user_model.objects.filter(username="ada").update(email="")
+    with_address = queue_email(django_user_model, "bob@example.com")
+    report = drain.drain_once()
+    assert (report.failed, report.sent) == (1, 1)
+    assert NotificationDelivery.objects.get(pk=without).error_code == "NO_RECIPIENT"
+    assert NotificationDelivery.objects.get(pk=with_address).status == Status.SENT
+
+
+def test_a_server_that_never_answers_times_out_within_the_email_timeout(
+    db, django_user_model, settings
+):
+    silent = SilentServer()
+    settings.MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {"host": "127.0.0.1", "port": silent.port, "timeout": 1.0},
+        }
+    }
+    delivery_id = queue_email(django_user_model, "ada@example.com")
+    started = time.monotonic()
+    try:
+        report = drain.drain_once()
+    finally:
+        silent.stop()
+    elapsed = time.monotonic() - started
+    assert report.retrying == 1
+    assert elapsed < 1.0 + 1.0  # EMAIL_TIMEOUT + 1 s
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert stored.status == Status.PENDING
+    assert stored.error_code in {"TIMEOUT", "SMTP_UNAVAILABLE"}
+
+
+def test_a_server_that_drips_its_replies_is_cut_off_by_the_total_deadline(
+    db, django_user_model, settings, mail_to
+):
+    # Each reply comes within the per-operation timeout, but the whole send cannot finish.
+    mail_to.mailbox.step_delay = 0.6
+    settings.MAILERS = {"default": mail_to.mailer(timeout=1.0)}
+    delivery_id = queue_email(django_user_model, "ada@example.com")
+    started = time.monotonic()
+    drain.drain_once()
+    assert time.monotonic() - started < 2.0
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")

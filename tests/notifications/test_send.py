@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from notifications import drain, messages
+from notifications.models import Notification, NotificationDelivery, Recipient
+from notifications.send import deliver, send_notification
+from tests.notifications.channels import RecordingChannel
+
+
+def test_send_writes_the_notification_and_one_pending_delivery_per_channel(db, user):
+    notification = send_notification(
+        user=user,
+        type="welcome",
+        message_key="welcome",
+        params={"name": "Ada"},
+        channels=["email", "recording", "email"],
+    )
+    deliveries = notification.deliveries.order_by("channel")
+    assert [(d.channel, d.status, d.attempts) for d in deliveries] == [
+        ("email", "pending", 0),
+        ("recording", "pending", 0),
+    ]
+    assert NotificationDelivery.objects.due().count() == 2
+
+
+def test_enqueue_rolls_back_with_the_callers_transaction(db, user):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        send_notification(
+            user=user,
+            type="welcome",
+            message_key="welcome",
+            params={"name": "A"},
+            channels=["recording"],
+        )
+        raise RuntimeError("the caller's own work failed")
+    assert Notification.objects.count() == 0
+    assert NotificationDelivery.objects.count() == 0
+
+
+def test_the_same_notification_and_channel_never_make_two_rows(db, user):
+    notification = send_notification(
+        user=user,
+        type="t",
+        message_key="queue.demo",
+        params={"label": "x"},
+        channels=["recording"],
+    )
+    deliver(notification=notification, channels=["recording", "email"])
+    deliver(notification=notification, channels=["email"])
+    assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
+        "email",
+        "recording",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"channels": ["pigeon"]}, "Unknown channel(s) 'pigeon'; known:"),
+        ({"channels": []}, "at least one channel"),
+        ({"message_key": "nope"}, "Unknown message key 'nope'; known keys:"),
+        ({"params": {}}, "needs the parameter(s): label"),
+        ({"params": {"label": object()}}, "JSON-serialisable"),
+        ({"type": ""}, "type must be 1 to 64 characters"),
+    ],
+)
+def test_bad_input_is_refused_at_enqueue_time_with_a_clear_error(db, user, kwargs, message):
+    arguments = {
+        "user": user,
+        "type": "t",
+        "message_key": "queue.demo",
+        "params": {"label": "x"},
+        "channels": ["recording"],
+    } | kwargs
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        send_notification(**arguments)
+    assert Notification.objects.count() == 0
+
+
+def test_channels_must_be_a_list_not_a_string(db, user):
+    with pytest.raises(TypeError, match="list of channel names"):
+        send_notification(
+            user=user,
+            type="t",
+            message_key="queue.demo",
+            params={"label": "x"},
+            channels="email",
+        )
+
+
+@pytest.mark.parametrize(
+    ("language", "subject"),
+    [
+        ("en", "Welcome to v10r, Ada"),
+        ("ru", "Добро пожаловать в v10r, Ada"),
+        ("de", "Willkommen bei v10r, Ada"),
+    ],
+)
+def test_messages_are_rendered_at_delivery_in_the_recipients_language(db, user, language, subject):
+    send_notification(
+        user=user,
+        type="welcome",
+        message_key="welcome",
+        params={"name": "Ada"},
+        channels=["recording"],
+    )
+    # The preference is read when the delivery is sent, not when it was queued.
+    Recipient.objects.create(user=user, language=language)
+    drain.drain_once()
+    [outgoing] = RecordingChannel.seen
+    assert outgoing.subject == subject
+    assert outgoing.language == language
+
+
+def test_every_message_has_a_translation_in_every_language():
+    for key, message in messages.MESSAGES.items():
+        english = messages.render(key=key, params=_blanks(message), language="en")
+        for language in ("ru", "de"):
+            rendered = messages.render(key=key, params=_blanks(message), language=language)
+            assert rendered.subject != english.subject, (key, language)
+            assert rendered.body != english.body, (key, language)
+
+
+def _blanks(message):
+    import string
+
+    names = {
+        name
+        for template in (str(message.subject), str(message.body))
+        for _, name, _, _ in string.Formatter().parse(template)
+        if name
+    }
+    return dict.fromkeys(names, "X")
