@@ -6,7 +6,11 @@ from v10r import views
 
 # English lives at the root; Russian and German under /ru/ and /de/. The admin is inside the
 # prefix too, so staff read it in the language of the URL.
-urlpatterns = i18n_patterns(
+urlpatterns = [
+    # Machine endpoints: no language prefix.
+    path("", include("notifications.urls")),
+]
+urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
     path("showcases/", include("showcases.urls")),
     path("admin/", admin.site.urls),

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from notifications import views
+
+app_name = "notifications"
+
+urlpatterns = [
+    path("cron/drain", views.cron_drain, name="cron-drain"),
+]
