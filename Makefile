@@ -7,8 +7,8 @@ PY := $(VENV)/bin/python
 
 run: export DJANGO_DEBUG := 1
 run: $(VENV)/.installed
-	$(PY) manage.py migrate --noinput && $(PY) manage.py ensure_dev_superuser
-	$(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py rundev
 
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

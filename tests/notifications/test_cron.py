@@ -42,9 +42,9 @@ def test_an_authorised_post_drains_a_batch_and_returns_the_report(client, db, cr
     assert response.status_code == 200
     report = response.json()["report"]
     assert (report["claimed"], report["sent"]) == (2, 2)
-    assert set(NotificationDelivery.objects.filter(pk__in=ids).values_list("status", flat=True)) == {
-        Status.SENT
-    }
+    assert set(
+        NotificationDelivery.objects.filter(pk__in=ids).values_list("status", flat=True)
+    ) == {Status.SENT}
     assert DrainHeartbeat.objects.get(worker="cron").last_report["sent"] == 2
 
 
