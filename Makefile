@@ -3,7 +3,7 @@ PYTHON ?= $(shell scripts/find-python)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint db-stop messages
+.PHONY: run test lint bench db-stop messages
 
 run: export DJANGO_DEBUG := 1
 run: $(VENV)/.installed
@@ -15,6 +15,10 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+# Benchmarks, not tests: numbers to read, on DATABASE_URL's server or the embedded one.
+bench: $(VENV)/.installed
+	$(PY) bench/drain_throughput.py
 
 db-stop: $(VENV)/.installed
 	$(PY) -m v10r.embedded_postgresql stop
