@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+RUNNER = Path(__file__).with_name("palette_runner.mjs")
+
+
+class NodePalette:
+    """palette.js in a long-lived Node process, one request a line."""
+
+    def __init__(self, node: str) -> None:
+        self.process = subprocess.Popen(
+            [node, str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def run(self, pixels: bytes, count: int = 6) -> dict:
+        request = {"pixels": base64.b64encode(pixels).decode(), "count": count}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def node_palette():
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Node.js is not installed; under CI a skipped test is a failure.")
+        pytest.skip("Node.js is not installed")
+    runner = NodePalette(node)
+    yield runner
+    runner.close()
