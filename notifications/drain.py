@@ -225,6 +225,7 @@ def _prepare(
             body=body,
             action_url=delivery.action_url,
             language=language,
+            params=delivery.message_params,
         )
         ready.append((delivery, channel, outgoing))
     return ready, immediate

@@ -6,4 +6,8 @@ app_name = "showcases"
 
 urlpatterns = [
     path("workers/", views.workers, name="workers"),
+    path("workers/queue/", views.queue, name="queue"),
+    path("workers/try/", views.try_it, name="try"),
+    path("workers/analyse/", views.analyse, name="analyse"),
+    path("workers/sample.jpg", views.sample_photo, name="sample"),
 ]

@@ -1,9 +1,155 @@
 from __future__ import annotations
 
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from datetime import timedelta
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from notifications import backoff, heartbeat, outbox
+from showcases import analysis, queue_demo, sample
+from v10r import ratelimit
+
+ANALYSE_LIMIT = 20
+TRY_LIMIT = 10
+LIMIT_WINDOW = timedelta(minutes=1)
+SESSION_KEY = "queue_demo_notifications"
+
+
+def _client(request) -> str:
+    # REMOTE_ADDR is the peer; behind a proxy that sets X-Forwarded-For, configure the
+    # proxy to overwrite it rather than trust a header any client can send.
+    return request.META.get("REMOTE_ADDR", "unknown")
+
+
+def _queue_context(request) -> dict:
+    return {
+        "depth": outbox.queue_depth(),
+        "loop": heartbeat.status(),
+        "feed": queue_demo.feed(request.session.get(SESSION_KEY, [])),
+    }
+
+
+def _demo_messages() -> dict[str, str]:
+    """The palette demo's sentences, translated here and read by workers-page.js."""
+    return {
+        "notImage": _("That file is not an image. Choose a PNG, JPEG or WebP photo."),
+        "decodeFailed": _("The browser could not decode this image: {error}"),
+        "workerFailed": _("The worker failed: {error}"),
+        "workerTimeout": _("The worker did not answer within {seconds} s."),
+        "serverFailed": _("The server lane failed: {error}"),
+        "ms": _("{value} ms"),
+        "bytes": _("{value} bytes"),
+        "caption": _("{width} × {height} px, {size} MB"),
+        "swatch": _("{hex} · {percent} %"),
+        "verdict": _(
+            "On the main thread the page froze for up to {main} ms; in the worker the longest "
+            "frame was {worker} ms, so the page kept moving."
+        ),
+        "verdictSmall": _(
+            "At this size the main thread stalled for only {main} ms (the worker: {worker} ms). "
+            "Choose full resolution to see it freeze."
+        ),
+    }
 
 
 @require_GET
 def workers(request):
-    return render(request, "showcases/workers.html")
+    context = {
+        "demo_messages": _demo_messages(),
+        "claim_sql": outbox.CLAIM_SQL,
+        "policy": {
+            "batch_size": settings.DELIVERY_BATCH_SIZE,
+            "concurrency": settings.DELIVERY_CONCURRENCY,
+            "max_attempts": settings.DELIVERY_MAX_ATTEMPTS,
+            "curve": backoff.curve(max_attempts=settings.DELIVERY_MAX_ATTEMPTS),
+            "jitter_percent": round(backoff.JITTER * 100),
+            "lease": timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
+            "interval": timedelta(seconds=settings.DELIVERY_INTERVAL_SECONDS),
+        },
+        **_queue_context(request),
+    }
+    return render(request, "showcases/workers.html", context)
+
+
+@require_GET
+def queue(request):
+    """The live queue: depth, loop status and the visitor's feed (polled by htmx)."""
+    return render(request, "showcases/workers.html#queue-live", _queue_context(request))
+
+
+@require_POST
+def try_it(request):
+    verdict = ratelimit.hit(key=f"try:{_client(request)}", limit=TRY_LIMIT, window=LIMIT_WINDOW)
+    if not verdict.allowed:
+        response = render(
+            request,
+            "showcases/workers.html#queue-live",
+            {
+                **_queue_context(request),
+                "try_error": _("Too many tries; wait %(seconds)d s.")
+                % {"seconds": verdict.retry_after_seconds},
+            },
+            status=429,
+        )
+        response["Retry-After"] = str(verdict.retry_after_seconds)
+        return response
+    fail = request.POST.get("fail") in {"1", "on", "true"}
+    mine = request.session.get(SESSION_KEY, [])
+    label = _("demo #%(number)d") % {"number": len(mine) + 1}
+    notification = queue_demo.enqueue(label=label, fail=fail)
+    request.session[SESSION_KEY] = [str(notification.pk), *mine][: queue_demo.FEED_SIZE]
+    if not request.htmx:
+        # Without JavaScript the form posts normally: queue it, then show the page again.
+        return redirect(reverse("showcases:workers") + "#queue-worker")
+    return render(request, "showcases/workers.html#queue-live", _queue_context(request))
+
+
+@require_POST
+def analyse(request):
+    """The server lane: the posted image's palette, computed by palette.py."""
+    verdict = ratelimit.hit(
+        key=f"analyse:{_client(request)}", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW
+    )
+    if not verdict.allowed:
+        return JsonResponse(
+            {"error": _("Too many analyses; wait %(seconds)d s.")
+             % {"seconds": verdict.retry_after_seconds}},
+            status=429,
+            headers={"Retry-After": str(verdict.retry_after_seconds)},
+        )
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > analysis.MAX_BYTES + 65536:
+        # Refuse before reading the body at all.
+        return JsonResponse(
+            {"error": _("The image is larger than %(limit)d MB.")
+             % {"limit": analysis.MAX_BYTES // 2**20}},
+            status=413,
+        )
+    upload = request.FILES.get("image")
+    if upload is None:
+        return JsonResponse({"error": _("Choose an image first.")}, status=400)
+    if upload.size > analysis.MAX_BYTES:
+        return JsonResponse(
+            {"error": _("The image is larger than %(limit)d MB.")
+             % {"limit": analysis.MAX_BYTES // 2**20}},
+            status=413,
+        )
+    try:
+        result = analysis.analyse(upload.read())
+    except analysis.UploadError as error:
+        return JsonResponse({"error": error.message}, status=error.status)
+    return JsonResponse(result)
+
+
+@require_GET
+def sample_photo(request):
+    response = HttpResponse(sample.sample_jpeg(), content_type="image/jpeg")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response

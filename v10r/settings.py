@@ -124,6 +124,7 @@ DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=5, minimum=1)
 # Channel name -> class path. Code that enqueues may only name these.
 DELIVERY_CHANNELS = {
     "email": "notifications.channels.email.EmailChannel",
+    "demo": "notifications.channels.demo.DemoChannel",
 }
 # Bearer secret for POST /cron/drain; unset, the endpoint does not exist (404).
 CRON_SECRET = os.environ.get("CRON_SECRET", "")
@@ -142,6 +143,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.humanize",
     # Before staticfiles, so runserver serves files the way WhiteNoise does in production.
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
@@ -264,6 +266,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "admin:login"
+
+# The palette's server lane accepts photos up to 20 MB (showcases/analysis.py); Django must
+# let them through to it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 21 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 21 * 1024 * 1024
 
 LOGGING = {
     "version": 1,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,8 @@ class Outgoing:
     body: str
     action_url: str
     language: str
+    # The notification's own parameters, for channels that send structured data (webhooks).
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""The showcase's own channel: "delivers" to the feed on /showcases/workers/.
+
+The feed is read from the outbox itself, so a visitor watches their row move pending →
+processing → sent through the same claim, fence and writes as any email. Sending takes a
+moment on purpose, so "processing" can be seen; a notification queued with fail=true fails
+retryably every time, so "retrying" (and, after five sends, "dead") can be seen too.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from notifications.channels.base import Channel, ChannelError, Outgoing, SendResult
+
+SEND_SECONDS = 0.8
+
+
+class DemoChannel(Channel):
+    name = "demo"
+    address_source = "none"
+
+    @property
+    def worst_case(self) -> timedelta:
+        return timedelta(seconds=SEND_SECONDS + 1)
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        time.sleep(SEND_SECONDS)
+        if outgoing.params.get("fail"):
+            raise ChannelError(
+                "DEMO_FAILURE", "The visitor asked this delivery to fail.", retryable=True
+            )
+        return SendResult(provider_message_id=f"demo-{outgoing.delivery_id}")

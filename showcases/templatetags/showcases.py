@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import template
+from django.utils.translation import gettext as _
+
+from notifications import messages
+from notifications.models import NotificationDelivery, Status
+
+register = template.Library()
+
+
+@register.filter
+def duration(value: timedelta) -> str:
+    """30 s, 2 min, 1 h 30 min: the policy's waits, read at a glance."""
+    seconds = round(value.total_seconds())
+    if seconds < 60:
+        return _("%(n)d s") % {"n": seconds}
+    if seconds < 3600:
+        minutes, rest = divmod(seconds, 60)
+        text = _("%(n)d min") % {"n": minutes}
+        return text if not rest else f"{text} {_('%(n)d s') % {'n': rest}}"
+    hours, rest = divmod(seconds, 3600)
+    text = _("%(n)d h") % {"n": hours}
+    return text if not rest else f"{text} {_('%(n)d min') % {'n': rest // 60}}"
+
+
+@register.filter
+def shown_status(delivery: NotificationDelivery) -> str:
+    """The status a person should see: "retrying" is derived, never stored."""
+    if delivery.status == Status.PENDING and delivery.attempts > 0:
+        return "retrying"
+    return delivery.status
+
+
+@register.simple_tag(takes_context=True)
+def rendered_message(context, delivery: NotificationDelivery) -> str:
+    """The notification's text in the page's language."""
+    notification = delivery.notification
+    request = context.get("request")
+    language = getattr(request, "LANGUAGE_CODE", "en")
+    try:
+        return messages.render(
+            key=notification.message_key, params=notification.message_params, language=language
+        ).body
+    except (KeyError, ValueError):
+        return notification.message_key

@@ -1,0 +1,175 @@
+"""/showcases/workers/ in Chromium, on the production static pipeline with the CSP enforced."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from notifications import drain
+from tests.browser.conftest import csp_violations
+
+pytestmark = pytest.mark.browser
+
+PAGE = "/showcases/workers/"
+
+
+@pytest.fixture(scope="session")
+def big_photo(tmp_path_factory) -> str:
+    """A 12-megapixel JPEG (4000 × 3000) with smooth colour and grain, like a phone photo."""
+    rng = np.random.default_rng(12)
+    y, x = np.mgrid[0:3000, 0:4000].astype(np.float32)
+    image = np.stack(
+        [120 + 100 * np.sin(x / 700), 110 + 90 * np.cos(y / 500), 90 + 60 * np.sin((x + y) / 900)],
+        axis=-1,
+    )
+    image += rng.normal(0, 12, size=image.shape)
+    path = tmp_path_factory.mktemp("photos") / "twelve-megapixels.jpg"
+    Image.fromarray(np.clip(image, 0, 255).astype(np.uint8)).save(path, quality=90)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def small_png(tmp_path_factory) -> str:
+    """A lossless PNG under 720 px: no lane resizes it, so all decode the same pixels."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, size=(60, 80, 3), dtype=np.uint8)
+    image[:30] = (200, 40, 60)
+    image[30:45, :40] = (20, 120, 220)
+    path = tmp_path_factory.mktemp("photos") / "small.png"
+    Image.fromarray(image).save(path)
+    return str(path)
+
+
+def open_demo(page, site, path: str = PAGE):
+    page.goto(site.url + path)
+    page.wait_for_selector("#palette-demo[data-ready=true]")
+
+
+def run_lane(page, lane: str) -> dict:
+    page.click(f"[data-run={lane}]")
+    page.wait_for_selector(f"[data-lane={lane}][data-done=true]", timeout=60_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-run]')].every((b) => !b.disabled)"
+    )
+    return page.evaluate(
+        """(lane) => {
+            const root = document.querySelector(`[data-lane="${lane}"]`);
+            const stat = (name) => root.querySelector(`[data-stat="${name}"]`)?.textContent;
+            return {
+                hexes: [...root.querySelectorAll('.swatch')].map((s) => s.dataset.hex),
+                widths: [...root.querySelectorAll('.swatch')].map((s) => s.style.width),
+                frame: parseFloat(stat('frame')),
+                transfer: stat('transfer'),
+            };
+        }""",
+        lane,
+    )
+
+
+def test_both_browser_lanes_give_the_same_palette_for_the_sample_photo(site, page):
+    open_demo(page, site)
+    page.click("[data-sample]")
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    main = run_lane(page, "main")
+    worker = run_lane(page, "worker")
+    assert len(main["hexes"]) == 6
+    assert main["hexes"] == worker["hexes"]
+    assert main["widths"] == worker["widths"]
+    assert page.text_content("[data-verdict]").strip()
+    assert csp_violations(page) == []
+
+
+def test_at_full_resolution_the_main_thread_freezes_and_the_worker_does_not(
+    site, page, big_photo
+):
+    open_demo(page, site)
+    page.set_input_files("#demo-file", big_photo)
+    page.check("input[name=work-size][value='0']")
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    main = run_lane(page, "main")
+    worker = run_lane(page, "worker")
+    assert main["frame"] > 100, main
+    assert worker["frame"] < 50, worker
+    assert main["hexes"] == worker["hexes"]
+    # The transfer moved the bytes: the sender's copy is empty.
+    assert page.get_attribute("#palette-demo", "data-transferred-bytes") == "0"
+    assert worker["transfer"].startswith("0")
+    assert csp_violations(page) == []
+
+
+def test_a_worker_that_fails_to_load_reports_an_error_and_gives_the_buttons_back(
+    site, page, small_png
+):
+    open_demo(page, site)
+    page.evaluate(
+        "document.getElementById('palette-demo').dataset.workerUrl = '/static/no-such-worker.js'"
+    )
+    page.set_input_files("#demo-file", small_png)
+    page.click("[data-run=worker]")
+    error = page.wait_for_selector("[data-error]:not([hidden])", timeout=15_000)
+    assert "worker" in error.text_content().lower()
+    page.wait_for_selector("[data-run=worker]:not([disabled])")
+    # The main thread still works afterwards.
+    assert run_lane(page, "main")["hexes"]
+
+
+def test_the_server_lane_agrees_with_the_browser_on_a_lossless_png(site, page, small_png):
+    open_demo(page, site)
+    page.set_input_files("#demo-file", small_png)
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    browser = run_lane(page, "main")
+    server = run_lane(page, "server")
+    assert server["hexes"] == browser["hexes"]
+    assert server["widths"] == browser["widths"]
+    assert csp_violations(page) == []
+
+
+def test_a_file_that_is_not_an_image_gets_an_inline_error(site, page, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not an image")
+    open_demo(page, site)
+    page.set_input_files("#demo-file", str(text))
+    error = page.wait_for_selector("[data-error]:not([hidden])")
+    assert "not an image" in error.text_content()
+    assert page.is_disabled("[data-run=main]")
+
+
+def test_the_server_lane_shows_the_servers_refusal(site, page, tmp_path):
+    # A GIF is an image the browser decodes but the server lane does not accept.
+    gif = tmp_path / "still.gif"
+    Image.new("RGB", (10, 10), (1, 2, 3)).save(gif)
+    open_demo(page, site)
+    page.set_input_files("#demo-file", str(gif))
+    page.click("[data-run=server]")
+    error = page.wait_for_selector("[data-error]:not([hidden])")
+    assert "Only PNG, JPEG and WebP" in error.text_content()
+    page.wait_for_selector("[data-run=server]:not([disabled])")
+
+
+def test_try_it_shows_the_notification_move_through_the_queue(site, page):
+    open_demo(page, site)
+    before = int(page.text_content("[data-depth=pending]"))
+    page.click(".try-it button[type=submit]")
+    page.wait_for_selector("[data-feed-status=pending]")
+    assert int(page.text_content("[data-depth=pending]")) == before + 1
+    drain.drain_once()  # the drain loop's turn: the same claim, fence and writes
+    page.wait_for_selector("[data-feed-status=sent]", timeout=10_000)
+    assert int(page.text_content("[data-depth=sent]")) >= 1
+    assert csp_violations(page) == []
+
+
+def test_the_russian_page_is_in_russian(site, page):
+    open_demo(page, site, "/ru" + PAGE)
+    assert page.get_attribute("html", "lang") == "ru"
+    assert page.text_content("h1") == "Воркеры"
+    assert page.is_visible("text=Запустить в воркере")
+    assert csp_violations(page) == []
+
+
+def _png_bytes(size) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (0, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
