@@ -46,7 +46,8 @@ def analyse(data: bytes) -> dict:
     try:
         image = image.convert("RGBA")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise UploadError(400, _("The image could not be decoded: %(error)s") % {"error": exc})
+        message = _("The image could not be decoded: %(error)s") % {"error": exc}
+        raise UploadError(400, message) from None
     if image.size != target:
         image = image.resize(target, Image.Resampling.BILINEAR, reducing_gap=2.0)
     decoded = time.perf_counter()

@@ -1,4 +1,4 @@
-""""Try it": a visitor's own notification through the real outbox, on the demo channel."""
+""" "Try it": a visitor's own notification through the real outbox, on the demo channel."""
 
 from __future__ import annotations
 
@@ -35,9 +35,7 @@ def enqueue(*, label: str, fail: bool) -> Notification:
 def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
     """The visitor's demo deliveries, newest first."""
     return list(
-        NotificationDelivery.objects.filter(
-            notification_id__in=notification_ids, channel="demo"
-        )
+        NotificationDelivery.objects.filter(notification_id__in=notification_ids, channel="demo")
         .select_related("notification")
         .order_by("-created_at", "-id")[:FEED_SIZE]
     )

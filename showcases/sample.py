@@ -42,8 +42,10 @@ def sample_jpeg() -> bytes:
     ]
     for base, amplitude, frequency, colour in ridges:
         phase = rng.uniform(0, 2 * np.pi)
-        line = base * HEIGHT + amplitude * np.sin(x * frequency + phase) + 0.4 * amplitude * np.sin(
-            x * frequency * 3.1 + phase * 2
+        line = (
+            base * HEIGHT
+            + amplitude * np.sin(x * frequency + phase)
+            + 0.4 * amplitude * np.sin(x * frequency * 3.1 + phase * 2)
         )
         land = (y > line)[..., None]
         shade = np.clip((y - line) / 400, 0, 1)[..., None]

@@ -116,8 +116,10 @@ def analyse(request):
     )
     if not verdict.allowed:
         return JsonResponse(
-            {"error": _("Too many analyses; wait %(seconds)d s.")
-             % {"seconds": verdict.retry_after_seconds}},
+            {
+                "error": _("Too many analyses; wait %(seconds)d s.")
+                % {"seconds": verdict.retry_after_seconds}
+            },
             status=429,
             headers={"Retry-After": str(verdict.retry_after_seconds)},
         )
@@ -128,8 +130,10 @@ def analyse(request):
     if declared > analysis.MAX_BYTES + 65536:
         # Refuse before reading the body at all.
         return JsonResponse(
-            {"error": _("The image is larger than %(limit)d MB.")
-             % {"limit": analysis.MAX_BYTES // 2**20}},
+            {
+                "error": _("The image is larger than %(limit)d MB.")
+                % {"limit": analysis.MAX_BYTES // 2**20}
+            },
             status=413,
         )
     upload = request.FILES.get("image")
@@ -137,8 +141,10 @@ def analyse(request):
         return JsonResponse({"error": _("Choose an image first.")}, status=400)
     if upload.size > analysis.MAX_BYTES:
         return JsonResponse(
-            {"error": _("The image is larger than %(limit)d MB.")
-             % {"limit": analysis.MAX_BYTES // 2**20}},
+            {
+                "error": _("The image is larger than %(limit)d MB.")
+                % {"limit": analysis.MAX_BYTES // 2**20}
+            },
             status=413,
         )
     try:

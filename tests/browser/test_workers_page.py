@@ -82,9 +82,7 @@ def test_both_browser_lanes_give_the_same_palette_for_the_sample_photo(site, pag
     assert csp_violations(page) == []
 
 
-def test_at_full_resolution_the_main_thread_freezes_and_the_worker_does_not(
-    site, page, big_photo
-):
+def test_at_full_resolution_the_main_thread_freezes_and_the_worker_does_not(site, page, big_photo):
     open_demo(page, site)
     page.set_input_files("#demo-file", big_photo)
     page.check("input[name=work-size][value='0']")

@@ -8,6 +8,8 @@ import polib
 import pytest
 from django.conf import settings
 
+pytestmark = pytest.mark.django_db
+
 PAGES = ["/", "/showcases/workers/"]
 
 
@@ -17,9 +19,10 @@ def catalogue(language: str) -> list[polib.POEntry]:
 
 
 def visible_text(body: str) -> str:
-    """Return the page's text, less scripts, styles and links marked as another language
-    (the language switcher names each language in itself: "English" on the Russian page)."""
-    text = re.sub(r"<(script|style)\b.*?</\1>", " ", body, flags=re.S)
+    """Return the page's prose: less scripts, styles, code (SQL reads the same in any
+    language) and links marked as another language (the language switcher names each
+    language in itself: "English" on the Russian page)."""
+    text = re.sub(r"<(script|style|pre|code)\b.*?</\1>", " ", body, flags=re.S)
     text = re.sub(r"<a\b[^>]*\blang=[^>]*>.*?</a>", " ", text, flags=re.S)
     text = re.sub(r"<[^>]+>", " ", text)
     return " ".join(html.unescape(text).split())

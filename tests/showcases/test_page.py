@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import html
+import io
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from notifications import drain, heartbeat, outbox
+from notifications.models import NotificationDelivery
+from showcases import palette
+
+PAGE = "/showcases/workers/"
+pytestmark = pytest.mark.django_db
+
+
+def test_the_claim_on_the_page_is_the_very_statement_the_worker_runs(client):
+    body = client.get(PAGE).content.decode()
+    assert f"<code data-claim-sql>{html.escape(outbox.CLAIM_SQL)}</code>" in body
+
+
+def test_the_policy_grid_is_computed_from_the_settings_and_backoff(client, settings):
+    settings.DELIVERY_BATCH_SIZE = 40
+    body = client.get(PAGE).content.decode()
+    assert "30 s → 2 min → 8 min → 32 min (±15 %)" in body
+    assert "<dd>40</dd>" in body
+    assert "<dd>5 min</dd>" in body  # the lease, 300 s
+
+
+@pytest.mark.parametrize(
+    ("platform", "beat", "state"),
+    [("container", False, "stopped"), ("container", True, "running"), ("vercel", False, "dormant")],
+)
+def test_the_badge_tells_whether_a_loop_really_runs(client, settings, platform, beat, state):
+    settings.V10R_PLATFORM = platform
+    if beat:
+        heartbeat.beat(worker="web-1:77", interval=timedelta(seconds=15), report={})
+    body = client.get(PAGE).content.decode()
+    assert f'data-loop-state="{state}"' in body
+    if beat:
+        assert "on web-1" in body
+
+
+def test_htmx_gets_only_the_live_queue_fragment(client, user_with_deliveries):
+    response = client.get(PAGE + "queue/", HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<div id="queue-live"')
+    assert "<html" not in body
+    assert '<dd data-depth="pending">2</dd>' in body
+
+
+@pytest.fixture
+def user_with_deliveries(django_user_model):
+    from tests.notifications.conftest import make_deliveries
+
+    user = django_user_model.objects.create_user("someone", email="s@example.com")
+    return make_deliveries(user, 2, channel="email")
+
+
+def test_try_it_queues_a_demo_notification_and_shows_it_in_the_feed(client):
+    response = client.post(PAGE + "try/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'data-feed-status="pending"' in body
+    assert "demo #1" in body
+    [delivery] = NotificationDelivery.objects.filter(channel="demo")
+    assert delivery.notification.message_params == {"label": "demo #1", "fail": False}
+
+    report = drain.drain_once()
+    assert report.sent == 1
+    body = client.get(PAGE + "queue/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-feed-status="sent"' in body
+
+
+def test_a_failing_demo_delivery_shows_as_retrying(client):
+    client.post(PAGE + "try/", {"fail": "1"}, HTTP_HX_REQUEST="true")
+    assert drain.drain_once().retrying == 1
+    body = client.get(PAGE + "queue/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-feed-status="retrying"' in body
+    assert NotificationDelivery.objects.get().error_code == "DEMO_FAILURE"
+
+
+def test_try_it_without_javascript_redirects_back_to_the_queue(client):
+    response = client.post(PAGE + "try/")
+    assert response.status_code == 302
+    assert response["Location"] == PAGE + "#queue-worker"
+    assert NotificationDelivery.objects.filter(channel="demo").count() == 1
+
+
+def test_try_it_needs_the_csrf_token_and_is_rate_limited(client):
+    from django.test import Client
+
+    assert Client(enforce_csrf_checks=True).post(PAGE + "try/").status_code == 403
+    codes = [client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code for _ in range(11)]
+    assert codes == [200] * 10 + [429]
+    assert NotificationDelivery.objects.filter(channel="demo").count() == 10
+
+
+def test_the_sample_photo_is_a_jpeg_made_on_the_server(client):
+    response = client.get(PAGE + "sample.jpg")
+    assert response["Content-Type"] == "image/jpeg"
+    image = Image.open(io.BytesIO(response.content))
+    assert (image.format, image.size) == ("JPEG", (2400, 1600))
+    assert len(palette.dominant_colors(np.asarray(image.convert("RGBA")))) == 6
+
+
+# --- The server lane --------------------------------------------------------------------------
+
+
+def encoded(image: Image.Image, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def post_image(client, data: bytes, name: str = "photo.png"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return client.post(PAGE + "analyse/", {"image": SimpleUploadedFile(name, data)})
+
+
+def test_the_server_lane_returns_palette_py_on_the_decoded_pixels(client):
+    rng = np.random.default_rng(3)
+    image = Image.fromarray(rng.integers(0, 256, size=(50, 70, 3), dtype=np.uint8))
+    response = post_image(client, encoded(image, "PNG"))
+    assert response.status_code == 200
+    result = response.json()
+    assert (result["width"], result["height"]) == (70, 50)
+    expected = palette.dominant_colors(np.asarray(image.convert("RGBA")))
+    assert result["swatches"] == expected
+
+
+def test_a_large_jpeg_is_shrunk_to_720_on_its_longest_edge(client):
+    image = Image.new("RGB", (4000, 3000), (30, 140, 200))
+    result = post_image(client, encoded(image, "JPEG"), "big.jpg").json()
+    assert (result["sourceWidth"], result["width"], result["height"]) == (4000, 720, 540)
+    assert result["swatches"][0]["share"] == 1.0
+
+
+def _truncated_png() -> bytes:
+    rng = np.random.default_rng(9)
+    whole = encoded(Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)), "PNG")
+    return whole[: len(whole) // 2]
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "message"),
+    [
+        (b"", 400, "Choose an image first."),
+        (b"plain text, not a picture", 415, "Only PNG, JPEG and WebP"),
+        (encoded(Image.new("RGB", (4, 4)), "GIF"), 415, "Only PNG, JPEG and WebP"),
+        # 8000 × 8000 = 64 MP: a few KB of PNG that would decode to 256 MB.
+        (encoded(Image.new("1", (8000, 8000)), "PNG"), 413, "more than 50 million pixels"),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, 415, "Only PNG, JPEG and WebP"),
+        (_truncated_png(), 400, "could not be decoded"),
+    ],
+    ids=["empty", "text", "gif", "bomb", "broken png", "truncated png"],
+)
+def test_bad_uploads_get_a_clear_error(client, data, status, message):
+    response = post_image(client, data)
+    assert response.status_code == status
+    assert message in response.json()["error"]
+
+
+def test_an_oversized_upload_is_refused_before_it_is_read(client):
+    response = post_image(client, b"\xff" * (21 * 1024 * 1024), "huge.jpg")
+    assert response.status_code == 413
+    assert "larger than 20 MB" in response.json()["error"]
+
+
+def test_a_request_without_a_file_and_a_get_are_refused(client):
+    assert client.post(PAGE + "analyse/").status_code == 400
+    assert client.get(PAGE + "analyse/").status_code == 405
+
+
+def test_the_server_lane_is_rate_limited_per_client(client):
+    data = encoded(Image.new("RGB", (2, 2)), "PNG")
+    codes = [post_image(client, data).status_code for _ in range(21)]
+    assert codes == [200] * 20 + [429]
+    assert "Too many analyses" in post_image(client, data).json()["error"]
+
+
+def test_errors_are_translated(client):
+    response = client.post("/ru" + PAGE + "analyse/")
+    assert response.json()["error"] == "Сначала выберите изображение."
