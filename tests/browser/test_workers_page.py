@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -135,15 +133,37 @@ def test_a_file_that_is_not_an_image_gets_an_inline_error(site, page, tmp_path):
     assert page.is_disabled("[data-run=main]")
 
 
-def test_the_server_lane_shows_the_servers_refusal(site, page, tmp_path):
-    # A GIF is an image the browser decodes but the server lane does not accept.
-    gif = tmp_path / "still.gif"
-    Image.new("RGB", (10, 10), (1, 2, 3)).save(gif)
+def _gif(path):
+    # An image the browser decodes, but not a format the server lane accepts.
+    Image.new("RGB", (10, 10), (1, 2, 3)).save(path, format="GIF")
+
+
+def _bomb(path):
+    # 8000 × 8000 pixels in a few kilobytes of PNG.
+    Image.new("1", (8000, 8000)).save(path, format="PNG")
+
+
+def _oversized(path):
+    path.write_bytes(b"\xff\xd8\xff" + bytes(21 * 1024 * 1024))
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "message"),
+    [
+        (_gif, "still.gif", "Only PNG, JPEG and WebP"),
+        (_bomb, "bomb.png", "more than 50 million pixels"),
+        (_oversized, "huge.jpg", "larger than 20 MB"),
+    ],
+    ids=["wrong type", "bomb", "oversized"],
+)
+def test_the_server_lane_shows_the_servers_refusal(site, page, tmp_path, make, name, message):
+    path = tmp_path / name
+    make(path)
     open_demo(page, site)
-    page.set_input_files("#demo-file", str(gif))
+    page.set_input_files("#demo-file", str(path))
     page.click("[data-run=server]")
-    error = page.wait_for_selector("[data-error]:not([hidden])")
-    assert "Only PNG, JPEG and WebP" in error.text_content()
+    error = page.wait_for_selector("[data-error]:not([hidden])", timeout=30_000)
+    assert message in error.text_content()
     page.wait_for_selector("[data-run=server]:not([disabled])")
 
 
@@ -165,9 +185,3 @@ def test_the_russian_page_is_in_russian(site, page):
     assert page.text_content("h1") == "Воркеры"
     assert page.is_visible("text=Запустить в воркере")
     assert csp_violations(page) == []
-
-
-def _png_bytes(size) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", size, (0, 0, 0)).save(buffer, format="PNG")
-    return buffer.getvalue()
