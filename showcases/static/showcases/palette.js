@@ -17,38 +17,40 @@ function hex(r, g, b) {
 
 export function dominantColors(pixels, count = 6) {
   const end = pixels.length - (pixels.length % 4);
-  const counts = new Uint32Array(BUCKETS);
-  // Float64 holds the exact integer sums: 255 × 35 M pixels is still far below 2**53.
-  const sumR = new Float64Array(BUCKETS);
-  const sumG = new Float64Array(BUCKETS);
-  const sumB = new Float64Array(BUCKETS);
+  // One record of four doubles per bucket — count, Σr, Σg, Σb — so a pixel touches one cache
+  // line, not four arrays. Doubles hold these integer sums exactly below 2**53.
+  const acc = new Float64Array(BUCKETS * 4);
   let counted = 0;
   for (let i = 0; i < end; i += 4) {
     if (pixels[i + 3] < ALPHA_MIN) continue;
     const r = pixels[i];
     const g = pixels[i + 1];
     const b = pixels[i + 2];
-    const key = ((r >> 3) << 10) | ((g >> 3) << 5) | (b >> 3);
-    counts[key] += 1;
-    sumR[key] += r;
-    sumG[key] += g;
-    sumB[key] += b;
+    const at = (((r >> 3) << 10) | ((g >> 3) << 5) | (b >> 3)) << 2;
+    acc[at] += 1;
+    acc[at + 1] += r;
+    acc[at + 2] += g;
+    acc[at + 3] += b;
     counted += 1;
   }
   if (counted === 0 || count <= 0) return [];
 
   const keys = [];
   for (let key = 0; key < BUCKETS; key += 1) {
-    if (counts[key] !== 0) keys.push(key);
+    if (acc[key << 2] !== 0) keys.push(key);
   }
-  keys.sort((a, b) => counts[b] - counts[a] || a - b);
+  keys.sort((a, b) => acc[b << 2] - acc[a << 2] || a - b);
 
   const entries = [];
   for (const key of keys) {
-    const n = counts[key];
-    const r = roundHalfUp(sumR[key], n);
-    const g = roundHalfUp(sumG[key], n);
-    const b = roundHalfUp(sumB[key], n);
+    const at = key << 2;
+    const n = acc[at];
+    const sumR = acc[at + 1];
+    const sumG = acc[at + 2];
+    const sumB = acc[at + 3];
+    const r = roundHalfUp(sumR, n);
+    const g = roundHalfUp(sumG, n);
+    const b = roundHalfUp(sumB, n);
     const home = entries.find((e) => {
       const dr = r - e.r0;
       const dg = g - e.g0;
@@ -57,11 +59,11 @@ export function dominantColors(pixels, count = 6) {
     });
     if (home) {
       home.n += n;
-      home.sr += sumR[key];
-      home.sg += sumG[key];
-      home.sb += sumB[key];
+      home.sr += sumR;
+      home.sg += sumG;
+      home.sb += sumB;
     } else if (entries.length < count) {
-      entries.push({ key, r0: r, g0: g, b0: b, n, sr: sumR[key], sg: sumG[key], sb: sumB[key] });
+      entries.push({ key, r0: r, g0: g, b0: b, n, sr: sumR, sg: sumG, sb: sumB });
     }
   }
 
