@@ -185,3 +185,34 @@ def test_the_russian_page_is_in_russian(site, page):
     assert page.text_content("h1") == "Воркеры"
     assert page.is_visible("text=Запустить в воркере")
     assert csp_violations(page) == []
+
+
+def test_a_worker_that_does_not_answer_in_time_is_replaced_and_reported(site, page, big_photo):
+    open_demo(page, site)
+    page.evaluate("document.getElementById('palette-demo').dataset.workerTimeoutMs = '5'")
+    page.set_input_files("#demo-file", big_photo)
+    page.check("input[name=work-size][value='0']")
+    page.click("[data-run=worker]")
+    error = page.wait_for_selector("[data-error]:not([hidden])", timeout=15_000)
+    assert "did not answer within 0.005 s" in error.text_content()
+    page.wait_for_selector("[data-run=worker]:not([disabled])")
+    # A fresh worker takes over once there is time enough.
+    page.evaluate("document.getElementById('palette-demo').dataset.workerTimeoutMs = '60000'")
+    page.check("input[name=work-size][value='720']")
+    assert run_lane(page, "worker")["hexes"]
+
+
+def test_with_reduced_motion_the_dot_stays_still_and_the_frame_counter_runs(site, chromium):
+    context = chromium.new_context(reduced_motion="reduce")
+    tab = context.new_page()
+    try:
+        tab.goto(site.url + PAGE)
+        tab.wait_for_selector("#palette-demo[data-ready=true]")
+        first = int(tab.text_content("[data-frames]"))
+        tab.wait_for_function(
+            "(n) => Number(document.querySelector('[data-frames]').textContent) > n",
+            arg=first + 5,
+        )
+        assert tab.eval_on_selector("[data-pulse]", "el => el.style.transform") == ""
+    finally:
+        context.close()
