@@ -106,7 +106,9 @@ class NotificationDelivery(models.Model):
 
     class Meta:
         db_table = 'notifications"."notification_deliveries'
-        verbose_name_plural = "notification deliveries"
+        verbose_name = _("delivery")
+        verbose_name_plural = _("deliveries")
+        permissions = [("retry_delivery", _("Can retry a dead or failed delivery"))]
         constraints = [
             # The idempotency key: enqueueing the same notification on a channel twice
             # makes one row.
@@ -146,6 +148,24 @@ class NotificationDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} delivery {self.pk} ({self.status})"
+
+
+class NeedsAttention(NotificationDelivery):
+    """Dead deliveries: the admin's "Needs Attention" list, where staff retry them."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("delivery needing attention")
+        verbose_name_plural = _("Needs attention")
+
+
+class FailedDelivery(NotificationDelivery):
+    """Deliveries that failed for good (bad address, refused): listed apart, no Retry."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("failed delivery")
+        verbose_name_plural = _("Failed deliveries")
 
 
 class ChannelAddress(models.Model):

@@ -1,8 +1,17 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class V10rConfig(AppConfig):
     """The project package as an app: site-wide templates, commands and the home page."""
 
+    default = True
     name = "v10r"
     verbose_name = "v10r"
+
+
+class AdminConfig(admin_apps.AdminConfig):
+    """django.contrib.admin on v10r's AdminSite (the Needs Attention count on the index)."""
+
+    default = False
+    default_site = "v10r.admin.AdminSite"

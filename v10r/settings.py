@@ -138,7 +138,7 @@ if V10R_PLATFORM and V10R_PLATFORM not in platform.PLATFORMS:
 
 # --- Applications -----------------------------------------------------------------------------
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "v10r.apps.AdminConfig",  # django.contrib.admin, with the Needs Attention count
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,0 +1,191 @@
+"""The staff console: lists, Needs Attention, Retry, and who may do what."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
+
+from notifications import outbox
+from notifications.models import NotificationDelivery, Status
+from tests.notifications.conftest import execute, make_deliveries
+
+NEEDS = "/admin/notifications/needsattention/"
+FAILED = "/admin/notifications/faileddelivery/"
+DELIVERIES = "/admin/notifications/notificationdelivery/"
+
+
+def finish(delivery_ids, *, status: str) -> None:
+    """Drive rows to dead or failed through the outbox, as a drain would."""
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = ANY(%s)",
+        [delivery_ids],
+    )
+    for claimed in outbox.claim(batch_size=len(delivery_ids)):
+        outbox.mark_failed(
+            claimed, code="UPSTREAM_503" if status == "dead" else "BAD_ADDRESS",
+            message="x", retryable=status == "dead",
+        )
+
+
+@pytest.fixture
+def dead(db, user):
+    ids = make_deliveries(user, 2)
+    finish(ids, status="dead")
+    return ids
+
+
+@pytest.fixture
+def failed(db, user):
+    ids = make_deliveries(user, 1)
+    finish(ids, status="failed")
+    return ids
+
+
+def staff(django_user_model, name: str, *perms: str):
+    person = django_user_model.objects.create_user(name, password="pw-123456789", is_staff=True)
+    for codename in perms:
+        person.user_permissions.add(Permission.objects.get(codename=codename))
+    return person
+
+
+VIEW = ("view_needsattention", "view_faileddelivery", "view_notificationdelivery",
+        "view_notification")
+
+
+def test_the_delivery_list_shows_derived_status_and_offers_no_add(admin_client, user, db):
+    [retrying, sent] = make_deliveries(user, 2)
+    claims = {c.id: c for c in outbox.claim(batch_size=2)}
+    outbox.mark_failed(claims[retrying], code="UPSTREAM_503", message="x", retryable=True)
+    outbox.mark_sent(claims[sent], provider_message_id="m")
+    body = admin_client.get(DELIVERIES).content.decode()
+    assert 'class="status-badge status-retrying"' in body
+    assert 'class="status-badge status-sent"' in body
+    assert "A notification from the queue" in body  # the rendered title
+    assert "notificationdelivery/add/" not in body
+    only_retrying = admin_client.get(DELIVERIES + "?status=retrying").content.decode()
+    assert "status-retrying" in only_retrying and "status-sent" not in only_retrying
+    assert admin_client.get(DELIVERIES + "add/").status_code == 403
+
+
+def test_the_titles_follow_the_staff_members_language(admin_client, user, db):
+    make_deliveries(user, 1)
+    body = admin_client.get("/ru" + DELIVERIES).content.decode()
+    assert "Уведомление из очереди" in body
+
+
+def test_the_notification_page_shows_its_deliveries_inline(admin_client, user, db):
+    [delivery_id] = make_deliveries(user, 1)
+    notification_id = NotificationDelivery.objects.get(pk=delivery_id).notification_id
+    body = admin_client.get(f"/admin/notifications/notification/{notification_id}/change/")
+    assert body.status_code == 200
+    assert "recording" in body.content.decode()
+
+
+def test_needs_attention_lists_dead_rows_and_counts_them_on_the_index(admin_client, dead, failed):
+    body = admin_client.get(NEEDS).content.decode()
+    assert body.count('class="status-badge status-dead"') == 2
+    assert "status-failed" not in body
+    assert "Needs attention (2)" in admin_client.get("/admin/").content.decode()
+
+
+def test_a_retry_requeues_the_row_and_is_recorded(admin_client, dead):
+    response = admin_client.post(NEEDS + f"{dead[0]}/retry/")
+    assert response.status_code == 302
+    stored = NotificationDelivery.objects.get(pk=dead[0])
+    assert (stored.status, stored.attempt_base) == (Status.PENDING, stored.attempts)
+    entry = LogEntry.objects.get(object_id=str(dead[0]))
+    assert entry.user.username == "admin"
+    assert "Retried" in entry.get_change_message()
+
+
+def test_retrying_a_row_that_is_no_longer_dead_changes_nothing_and_says_so(admin_client, dead):
+    admin_client.post(NEEDS + f"{dead[0]}/retry/")
+    response = admin_client.post(NEEDS + f"{dead[0]}/retry/", follow=True)
+    assert "no longer in this list; nothing changed" in response.content.decode()
+    assert LogEntry.objects.filter(object_id=str(dead[0])).count() == 1
+
+
+def test_bulk_retry(admin_client, dead):
+    response = admin_client.post(
+        NEEDS, {"action": "retry_selected", "_selected_action": dead}, follow=True
+    )
+    assert "2 delivery(ies) requeued." in response.content.decode()
+    assert set(NotificationDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
+
+
+def test_failed_rows_need_a_confirmation_that_explains_why_retrying_is_pointless(
+    admin_client, failed
+):
+    body = admin_client.get(FAILED).content.decode()
+    assert "status-failed" in body and "retry-button" not in body
+    asked = admin_client.post(FAILED, {"action": "retry_failed", "_selected_action": failed})
+    assert "will almost always fail the same way" in asked.content.decode()
+    assert NotificationDelivery.objects.get(pk=failed[0]).status == Status.FAILED
+    admin_client.post(
+        FAILED, {"action": "retry_failed", "_selected_action": failed, "confirmed": "yes"}
+    )
+    assert NotificationDelivery.objects.get(pk=failed[0]).status == Status.PENDING
+
+
+# --- Who may do what --------------------------------------------------------------------------
+
+ROLES = ["anonymous", "non-staff", "staff", "staff+retry", "superuser"]
+
+
+@pytest.fixture
+def as_role(client, django_user_model, db):
+    def login(role: str):
+        if role == "non-staff":
+            client.force_login(django_user_model.objects.create_user("plain"))
+        elif role == "staff":
+            client.force_login(staff(django_user_model, "viewer", *VIEW))
+        elif role == "staff+retry":
+            client.force_login(staff(django_user_model, "fixer", *VIEW, "retry_delivery"))
+        elif role == "superuser":
+            client.force_login(
+                django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+            )
+        return client
+
+    return login
+
+
+@pytest.mark.parametrize(
+    ("role", "list_code", "detail_code", "post_code", "get_code", "retried"),
+    [
+        ("anonymous", 302, 302, 302, 302, False),
+        ("non-staff", 302, 302, 302, 302, False),
+        ("staff", 200, 200, 403, 405, False),
+        ("staff+retry", 200, 200, 302, 405, True),
+        ("superuser", 200, 200, 302, 405, True),
+    ],
+)
+def test_the_permission_matrix(as_role, dead, role, list_code, detail_code, post_code,
+                               get_code, retried):
+    client = as_role(role)
+    listing = client.get(NEEDS)
+    assert listing.status_code == list_code
+    if list_code == 200:
+        assert ("retry-button" in listing.content.decode()) is retried
+    assert client.get(NEEDS + f"{dead[0]}/change/").status_code == detail_code
+    assert client.get(NEEDS + f"{dead[0]}/retry/").status_code == get_code
+    response = client.post(NEEDS + f"{dead[0]}/retry/")
+    assert response.status_code == post_code
+    if post_code == 302 and not retried:
+        assert "/admin/login/" in response["Location"]
+    status = NotificationDelivery.objects.get(pk=dead[0]).status
+    assert status == (Status.PENDING if retried else Status.DEAD)
+
+
+def test_the_bulk_action_is_hidden_from_staff_without_the_permission(as_role, dead):
+    body = as_role("staff").get(NEEDS).content.decode()
+    assert "retry_selected" not in body
+
+
+def test_retry_needs_the_csrf_token(django_user_model, dead):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create_superuser("r", "r@example.com", "pw"))
+    assert client.post(NEEDS + f"{dead[0]}/retry/").status_code == 403
