@@ -137,6 +137,8 @@ class NotificationDelivery(models.Model):
                 condition=Q(status="processing"),
                 name="deliveries_reap",
             ),
+            # The dashboard's last 24 hours: channel health and deliveries per hour.
+            models.Index(fields=["attempted_at"], name="deliveries_attempted"),
             # "Needs Attention" and the failed list, newest first.
             models.Index(
                 fields=["-created_at"], condition=Q(status="dead"), name="deliveries_dead"

@@ -1,0 +1,54 @@
+"""The staff console in Chromium: Retry from Needs Attention, and a running drain sends it."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from notifications.models import NotificationDelivery, Status
+from tests.browser.conftest import csp_violations
+from tests.notifications.conftest import database_url, make_deliveries
+from tests.notifications.test_admin import finish
+from tests.notifications.test_drain import poll
+from tests.notifications.test_drain_processes import start_drain, stop
+
+pytestmark = pytest.mark.browser
+
+
+def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
+    site, page, django_user_model, smtp_server
+):
+    recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
+    [delivery_id] = make_deliveries(recipient, 1, channel="demo")
+    finish([delivery_id], status="dead")
+    member = django_user_model.objects.create_user("fixer", password="a-long-password-1",
+                                                   is_staff=True)
+    for codename in ("view_needsattention", "view_notificationdelivery", "retry_delivery"):
+        member.user_permissions.add(Permission.objects.get(codename=codename))
+
+    drain = start_drain(url=database_url(), smtp_port=smtp_server.port)
+    try:
+        page.goto(site.url + "/admin/login/")
+        page.fill("#id_username", "fixer")
+        page.fill("#id_password", "a-long-password-1")
+        page.click("input[type=submit]")
+        page.wait_for_url(site.url + "/admin/")
+        assert "Needs attention (1)" in page.text_content("#content")
+        assert csp_violations(page) == []
+
+        page.click("text=Needs attention (1)")
+        page.wait_for_selector(".retry-button")
+        assert csp_violations(page) == []
+        page.click(".retry-button")
+        message = page.wait_for_selector(".messagelist .success")
+        assert "1 delivery(ies) requeued." in message.text_content()
+        assert csp_violations(page) == []
+
+        sent = poll(
+            lambda: NotificationDelivery.objects.get(pk=delivery_id).status == Status.SENT,
+            seconds=30,
+        )
+    finally:
+        code, output = stop(drain)
+    assert sent, output
+    assert code == 0

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from notifications import dashboard, heartbeat, outbox
+from tests.notifications.conftest import execute, make_deliveries
+
+
+@pytest.mark.parametrize(
+    ("sent", "system", "recipient", "dead", "tag"),
+    [
+        (0, 0, 0, 0, "idle"),  # no activity
+        (100, 0, 40, 0, "healthy"),  # recipients' failures do not count against the channel
+        (96, 4, 0, 0, "healthy"),  # 4 / 100 = 4 % < 5 %
+        (95, 5, 0, 0, "degraded"),  # 5 / 100 = 5 %
+        (76, 24, 0, 0, "degraded"),  # 24 %
+        (75, 25, 0, 0, "unhealthy"),  # 25 %
+        (999, 1, 0, 1, "unhealthy"),  # any dead row
+    ],
+)
+def test_health_tags(sent, system, recipient, dead, tag):
+    health = dashboard.ChannelHealth("email", sent, system, recipient, dead)
+    assert health.tag == tag
+
+
+def test_channel_health_counts_the_last_day_by_cause(db, user):
+    ids = make_deliveries(user, 5)
+    claims = {c.id: c for c in outbox.claim(batch_size=5)}
+    outbox.mark_sent(claims[ids[0]], provider_message_id="m")
+    outbox.mark_sent(claims[ids[1]], provider_message_id="m")
+    outbox.mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
+    outbox.mark_failed(claims[ids[3]], code="BAD_ADDRESS", message="x", retryable=False)
+    # ids[4] was attempted two days ago: outside the window.
+    outbox.mark_sent(claims[ids[4]], provider_message_id="m")
+    execute(
+        "UPDATE notifications.notification_deliveries "
+        "SET attempted_at = now() - interval '2 days' WHERE id = %s",
+        [ids[4]],
+    )
+    health = {h.channel: h for h in dashboard.channel_health()}
+    recording = health["recording"]
+    assert (recording.sent, recording.system_failures, recording.recipient_failures) == (2, 1, 1)
+    assert recording.tag == "unhealthy"  # 1 of 4 = 25 %
+    assert health["email"].tag == "idle"
+
+
+def test_the_hourly_chart_has_24_bars_and_stacks_outcomes(db, user):
+    ids = make_deliveries(user, 3)
+    claims = {c.id: c for c in outbox.claim(batch_size=3)}
+    for delivery_id in ids[:2]:
+        outbox.mark_sent(claims[delivery_id], provider_message_id="m")
+    outbox.mark_failed(claims[ids[2]], code="BAD", message="x", retryable=False)
+    hours = dashboard.hourly()
+    assert len(hours) == 24
+    assert hours[-1].counts == {"sent": 2, "retrying": 0, "failed": 1, "dead": 0}
+    bars = dashboard.chart(hours)
+    # The busiest hour fills the height: 2 sent + 1 failed = 160 px, stacked bottom-up.
+    assert bars[-1].segments == [("sent", 53.33, 106.67), ("failed", 0.0, 53.33)]
+    assert all(bar.segments == [] for bar in bars[:-1])
+
+
+def test_the_admin_index_shows_the_dashboard(admin_client, user, settings):
+    settings.V10R_PLATFORM = "container"
+    make_deliveries(user, 2)
+    heartbeat.beat(worker="box:1", interval=timedelta(seconds=15), report={})
+    body = admin_client.get("/admin/").content.decode()
+    assert 'data-loop-state="running"' in body
+    assert '<dd data-count="pending">2</dd>' in body
+    assert '<dd data-count="due_now">2</dd>' in body
+    assert body.count("<rect ") >= 4  # the legend's keys at least
+    assert 'data-channel="email"' in body
