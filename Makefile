@@ -19,7 +19,7 @@ lint: $(VENV)/.installed
 # Benchmarks, not tests: numbers to read, on DATABASE_URL's server or the embedded one.
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,bench]' && npm install --prefix bench --no-audit --no-fund --silent
-	$(PY) bench/drain_throughput.py && $(PY) bench/palette.py
+	$(PY) bench/drain_throughput.py && $(PY) bench/palette.py && $(PY) bench/admin_pages.py
 
 db-stop: $(VENV)/.installed
 	$(PY) -m v10r.embedded_postgresql stop

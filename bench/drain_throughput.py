@@ -16,53 +16,16 @@ import argparse
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-BENCH_DB = "v10r_bench"
-
-
-def server_url() -> str:
-    """Return a URL of the server to benchmark on, with the bench database's name."""
-    url = os.environ.get("DATABASE_URL", "").strip()
-    if not url:
-        from v10r import embedded_postgresql
-
-        socket_dir = embedded_postgresql.ensure_running(
-            embedded_postgresql.pgdata_from_environment()
-        )
-        url = f"postgres://postgres@{quote(str(socket_dir), safe='')}/postgres"
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DB}"))
-
-
-def prepare_database(url: str) -> None:
-    with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{BENCH_DB}"')
-    env = environment(url)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=BASE_DIR,
-        env=env,
-        check=True,
-    )
-
-
-def environment(url: str) -> dict[str, str]:
-    env = os.environ.copy()
-    env["DATABASE_URL"] = url
-    env.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
-    env.pop("DJANGO_DEBUG", None)  # DEBUG would record every query and slow the loop
-    return env
+from bench.database import environment, prepare_database, server_url  # noqa: E402 - after sys.path
 
 
 def fill(url: str, rows: int) -> None:

@@ -51,7 +51,10 @@ class Notification(models.Model):
 
     class Meta:
         db_table = 'notifications"."notifications'
-        indexes = [models.Index(fields=["user", "-created_at"], name="notifications_user_recent")]
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="notifications_user_recent"),
+            models.Index(fields=["-created_at"], name="notifications_recent"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.type} for {self.user_id}"
@@ -137,14 +140,27 @@ class NotificationDelivery(models.Model):
                 condition=Q(status="processing"),
                 name="deliveries_reap",
             ),
+            # The admin's lists, newest first, without sorting a million rows.
+            models.Index(fields=["-created_at", "-id"], name="deliveries_recent"),
             # The dashboard's last 24 hours: channel health and deliveries per hour.
             models.Index(fields=["attempted_at"], name="deliveries_attempted"),
-            # "Needs Attention" and the failed list, newest first.
+            # Staff searching by error code.
             models.Index(
-                fields=["-created_at"], condition=Q(status="dead"), name="deliveries_dead"
+                fields=["error_code"], condition=~Q(error_code=""), name="deliveries_error_code"
+            ),
+            # "Needs Attention", the failed list and the pending/retrying filters, newest first.
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=Q(status="pending"),
+                name="deliveries_pending",
             ),
             models.Index(
-                fields=["-created_at"], condition=Q(status="failed"), name="deliveries_failed"
+                fields=["-created_at", "-id"], condition=Q(status="dead"), name="deliveries_dead"
+            ),
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=Q(status="failed"),
+                name="deliveries_failed",
             ),
         ]
 

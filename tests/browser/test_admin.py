@@ -21,8 +21,9 @@ def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
     recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
     [delivery_id] = make_deliveries(recipient, 1, channel="demo")
     finish([delivery_id], status="dead")
-    member = django_user_model.objects.create_user("fixer", password="a-long-password-1",
-                                                   is_staff=True)
+    member = django_user_model.objects.create_user(
+        "fixer", password="a-long-password-1", is_staff=True
+    )
     for codename in ("view_needsattention", "view_notificationdelivery", "retry_delivery"):
         member.user_permissions.add(Permission.objects.get(codename=codename))
 

@@ -23,8 +23,10 @@ def finish(delivery_ids, *, status: str) -> None:
     )
     for claimed in outbox.claim(batch_size=len(delivery_ids)):
         outbox.mark_failed(
-            claimed, code="UPSTREAM_503" if status == "dead" else "BAD_ADDRESS",
-            message="x", retryable=status == "dead",
+            claimed,
+            code="UPSTREAM_503" if status == "dead" else "BAD_ADDRESS",
+            message="x",
+            retryable=status == "dead",
         )
 
 
@@ -49,8 +51,12 @@ def staff(django_user_model, name: str, *perms: str):
     return person
 
 
-VIEW = ("view_needsattention", "view_faileddelivery", "view_notificationdelivery",
-        "view_notification")
+VIEW = (
+    "view_needsattention",
+    "view_faileddelivery",
+    "view_notificationdelivery",
+    "view_notification",
+)
 
 
 def test_the_delivery_list_shows_derived_status_and_offers_no_add(admin_client, user, db):
@@ -161,8 +167,9 @@ def as_role(client, django_user_model, db):
         ("superuser", 200, 200, 302, 405, True),
     ],
 )
-def test_the_permission_matrix(as_role, dead, role, list_code, detail_code, post_code,
-                               get_code, retried):
+def test_the_permission_matrix(
+    as_role, dead, role, list_code, detail_code, post_code, get_code, retried
+):
     client = as_role(role)
     listing = client.get(NEEDS)
     assert listing.status_code == list_code
@@ -189,3 +196,21 @@ def test_retry_needs_the_csrf_token(django_user_model, dead):
     client = Client(enforce_csrf_checks=True)
     client.force_login(django_user_model.objects.create_superuser("r", "r@example.com", "pw"))
     assert client.post(NEEDS + f"{dead[0]}/retry/").status_code == 403
+
+
+def test_search_finds_by_notification_id_error_code_or_recipient(
+    admin_client, user, dead, django_user_model
+):
+    other = django_user_model.objects.create_user("zed", email="zed@elsewhere.org")
+    [theirs] = make_deliveries(other, 1)
+    notification_id = NotificationDelivery.objects.get(pk=theirs).notification_id
+
+    def found(term: str) -> int:
+        body = admin_client.get(DELIVERIES, {"q": term}).content.decode()
+        return body.count('class="field-channel"')
+
+    assert found(str(notification_id)) == 1
+    assert found("UPSTREAM_503") == 2
+    assert found("elsewhere.org") == 1
+    assert found("READER") == 2  # username, case-insensitive
+    assert found("nobody-here") == 0

@@ -8,7 +8,7 @@ reference. Listing them under the same quoted names as their models fixes that a
 
 from __future__ import annotations
 
-from django.db.backends.postgresql import base, introspection
+from django.db.backends.postgresql import base, introspection, schema
 
 PROJECT_SCHEMAS = ("notifications",)
 
@@ -33,5 +33,34 @@ class DatabaseIntrospection(introspection.DatabaseIntrospection):
         ]
 
 
+def _schema_of(db_table: str) -> str | None:
+    """'notifications"."x' → 'notifications'; a plain table name → None."""
+    return db_table.split('"."', 1)[0] if '"."' in db_table else None
+
+
+class DatabaseSchemaEditor(schema.DatabaseSchemaEditor):
+    """Index statements that name the index alone must name its schema too.
+
+    An index lives in its table's schema, but DROP INDEX and ALTER INDEX … RENAME look it
+    up on the search_path: without this, a migration that removes or renames an index on a
+    notifications table would silently drop nothing (IF EXISTS) and then fail to recreate it.
+    """
+
+    def _qualified(self, model, name_sql: str) -> str:
+        table_schema = _schema_of(model._meta.db_table)
+        return f"{self.quote_name(table_schema)}.{name_sql}" if table_schema else name_sql
+
+    def _delete_index_sql(self, model, name, sql=None, concurrently=False):
+        statement = super()._delete_index_sql(model, name, sql, concurrently=concurrently)
+        statement.parts["name"] = self._qualified(model, statement.parts["name"])
+        return statement
+
+    def _rename_index_sql(self, model, old_name, new_name):
+        statement = super()._rename_index_sql(model, old_name, new_name)
+        statement.parts["old_name"] = self._qualified(model, statement.parts["old_name"])
+        return statement
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     introspection_class = DatabaseIntrospection
+    SchemaEditorClass = DatabaseSchemaEditor

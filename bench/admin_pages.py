@@ -1,0 +1,150 @@
+"""Admin page timings with 1,000,000 deliveries in the table (target: each ≤ 300 ms).
+
+The rows are spread over 30 days and 1,000 recipients: 95 % sent, 2 % failed, 1 % dead,
+1 % retrying, 1 % due. Each page is fetched through Django's full stack (middleware, templates,
+a logged-in superuser) in this process; the figure is the median of --runs fetches after one
+warm-up.
+
+    make bench        # or: .venv/bin/python bench/admin_pages.py [--rows N] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+from bench.database import environment, migrate, prepare_database, server_url  # noqa: E402
+
+TARGET_MS = 300
+
+FILL_SQL = """
+WITH people AS (
+    INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
+                           is_staff, is_active, date_joined)
+    SELECT '!', false, 'reader-' || n, '', '', 'reader-' || n || '@example.com', false, true,
+           now()
+    FROM generate_series(1, 1000) AS n
+    RETURNING id
+),
+numbered AS (
+    SELECT id, row_number() OVER () AS n FROM people
+),
+made AS (
+    INSERT INTO notifications.notifications (id, user_id, type, message_key, message_params,
+                                             action_url, created_at)
+    SELECT gen_random_uuid(), numbered.id, 'bench', 'queue.demo', '{"label": "bench"}', '',
+           now() - random() * interval '30 days'
+    FROM generate_series(1, %(rows)s) AS g
+    JOIN numbered ON numbered.n = 1 + g %% 1000
+    RETURNING id, created_at
+)
+INSERT INTO notifications.notification_deliveries
+    (notification_id, channel, status, attempts, next_attempt_at, attempted_at, sent_at,
+     error_code, error_message, created_at)
+SELECT id,
+       CASE WHEN r < 0.7 THEN 'email' ELSE 'demo' END,
+       CASE WHEN r2 < 0.95 THEN 'sent' WHEN r2 < 0.97 THEN 'failed' WHEN r2 < 0.98 THEN 'dead'
+            ELSE 'pending' END,
+       CASE WHEN r2 < 0.95 THEN 1 WHEN r2 < 0.97 THEN 1 WHEN r2 < 0.98 THEN 5
+            WHEN r2 < 0.99 THEN 2 ELSE 0 END,
+       CASE WHEN r2 >= 0.98 AND r2 < 0.99 THEN now() + interval '10 minutes'
+            ELSE created_at END,
+       CASE WHEN r2 < 0.99 THEN created_at + interval '2 seconds' END,
+       CASE WHEN r2 < 0.95 THEN created_at + interval '2 seconds' END,
+       CASE WHEN r2 >= 0.95 AND r2 < 0.97 THEN 'BAD_ADDRESS'
+            WHEN r2 >= 0.97 AND r2 < 0.99 THEN 'UPSTREAM_503' ELSE '' END,
+       CASE WHEN r2 >= 0.95 AND r2 < 0.99 THEN 'bench' ELSE '' END,
+       created_at
+FROM (SELECT id, created_at, random() AS r, random() AS r2 FROM made) AS m
+"""
+
+
+def fill(url: str, rows: int) -> None:
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(FILL_SQL, {"rows": rows})
+        db.execute("VACUUM ANALYZE")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep v10r_bench's rows from an earlier run"
+    )
+    args = parser.parse_args()
+    if args.rows < 1 or args.runs < 1:
+        parser.error("--rows and --runs must be at least 1")
+
+    url = server_url()
+    if args.reuse:
+        migrate(url)
+    else:
+        print(f"filling {args.rows:,} deliveries…", file=sys.stderr)
+        prepare_database(url)
+        started = time.perf_counter()
+        fill(url, args.rows)
+        print(f"filled in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+    os.environ.update(environment(url))
+    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "0"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from notifications.models import Notification, NotificationDelivery
+
+    admin, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
+    )
+    client = Client()
+    client.force_login(admin)
+    delivery = NotificationDelivery.objects.order_by("-id").first()
+    notification = Notification.objects.get(pk=delivery.notification_id)
+    base = "/admin/notifications"
+    pages = {
+        "admin index + queue dashboard": "/admin/",
+        "deliveries": f"{base}/notificationdelivery/",
+        "deliveries, status = retrying": f"{base}/notificationdelivery/?status=retrying",
+        "deliveries, status = pending": f"{base}/notificationdelivery/?status=pending",
+        "deliveries, channel = email": f"{base}/notificationdelivery/?channel=email",
+        "deliveries, search by recipient": f"{base}/notificationdelivery/?q=reader-7%40example.com",
+        "deliveries, search by error code": f"{base}/notificationdelivery/?q=UPSTREAM_503",
+        "delivery detail": f"{base}/notificationdelivery/{delivery.pk}/change/",
+        "needs attention": f"{base}/needsattention/",
+        "failed deliveries": f"{base}/faileddelivery/",
+        "notifications": f"{base}/notification/",
+        "notification detail (deliveries inline)": f"{base}/notification/{notification.pk}/change/",
+        "deliveries in Russian": f"/ru{base}/notificationdelivery/",
+    }
+    print(f"\nAdmin pages with {args.rows:,} deliveries, medians of {args.runs}\n")
+    print("| page | ms | ≤ 300 ms |")
+    print("| --- | ---: | :---: |")
+    for name, path in pages.items():
+        response = client.get(path)
+        if response.status_code != 200:
+            raise RuntimeError(f"{path} answered {response.status_code}")
+        samples = []
+        for _ in range(args.runs):
+            began = time.perf_counter()
+            client.get(path)
+            samples.append((time.perf_counter() - began) * 1000)
+        median = statistics.median(samples)
+        print(f"| {name} | {median:.0f} | {'yes' if median <= TARGET_MS else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
