@@ -52,6 +52,8 @@ class BoundedCountPaginator(Paginator):
     """
 
     CAP = 10_000
+    estimated = False  # the count is the planner's estimate (the page says so)
+    capped = False  # there are more than CAP rows (the page says so)
 
     @cached_property
     def count(self):
@@ -64,8 +66,11 @@ class BoundedCountPaginator(Paginator):
                 )
                 estimate = cursor.fetchone()[0]
             if estimate > self.CAP:
+                self.estimated = True
                 return estimate
-        return self.object_list[: self.CAP + 1].count()
+        counted = self.object_list[: self.CAP + 1].count()
+        self.capped = counted > self.CAP
+        return min(counted, self.CAP)
 
 
 class StatusFilter(admin.SimpleListFilter):

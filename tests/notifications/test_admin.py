@@ -214,3 +214,18 @@ def test_search_finds_by_notification_id_error_code_or_recipient(
     assert found("elsewhere.org") == 1
     assert found("READER") == 2  # username, case-insensitive
     assert found("nobody-here") == 0
+
+
+def test_counts_are_bounded_and_the_page_says_when_they_are_not_exact(admin_client, user,
+                                                                      monkeypatch):
+    from notifications.admin import BoundedCountPaginator
+
+    monkeypatch.setattr(BoundedCountPaginator, "CAP", 3)
+    make_deliveries(user, 5)
+    filtered = admin_client.get(DELIVERIES + "?channel=recording").content.decode()
+    assert "more than 3" in filtered
+    execute("ANALYZE notifications.notification_deliveries")
+    whole = admin_client.get(DELIVERIES).content.decode()
+    assert "≈ 5" in whole and "estimated from the table" in whole
+    exact = admin_client.get(DELIVERIES + "?status=dead").content.decode()
+    assert "0 deliveries" in " ".join(exact.split())
