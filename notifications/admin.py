@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
-from django.utils.translation import get_language
+from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
@@ -280,16 +280,17 @@ class RetryMixin:
 
     def report(self, request, retried: int, skipped: int) -> None:
         if retried:
-            self.message_user(
-                request, _("%(n)d delivery(ies) requeued.") % {"n": retried}, messages.SUCCESS
-            )
+            text = ngettext("%(n)d delivery requeued.", "%(n)d deliveries requeued.", retried) % {
+                "n": retried
+            }
+            self.message_user(request, text, messages.SUCCESS)
         if skipped:
-            self.message_user(
-                request,
-                _("%(n)d delivery(ies) were no longer in this list; nothing changed for them.")
-                % {"n": skipped},
-                messages.WARNING,
-            )
+            text = ngettext(
+                "%(n)d delivery was no longer in this list; nothing changed for it.",
+                "%(n)d deliveries were no longer in this list; nothing changed for them.",
+                skipped,
+            ) % {"n": skipped}
+            self.message_user(request, text, messages.WARNING)
 
 
 @admin.register(NeedsAttention)

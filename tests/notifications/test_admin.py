@@ -108,7 +108,7 @@ def test_a_retry_requeues_the_row_and_is_recorded(admin_client, dead):
 def test_retrying_a_row_that_is_no_longer_dead_changes_nothing_and_says_so(admin_client, dead):
     admin_client.post(NEEDS + f"{dead[0]}/retry/")
     response = admin_client.post(NEEDS + f"{dead[0]}/retry/", follow=True)
-    assert "no longer in this list; nothing changed" in response.content.decode()
+    assert "no longer in this list; nothing changed for it" in response.content.decode()
     assert LogEntry.objects.filter(object_id=str(dead[0])).count() == 1
 
 
@@ -116,7 +116,7 @@ def test_bulk_retry(admin_client, dead):
     response = admin_client.post(
         NEEDS, {"action": "retry_selected", "_selected_action": dead}, follow=True
     )
-    assert "2 delivery(ies) requeued." in response.content.decode()
+    assert "2 deliveries requeued." in response.content.decode()
     assert set(NotificationDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
 
 
@@ -216,8 +216,9 @@ def test_search_finds_by_notification_id_error_code_or_recipient(
     assert found("nobody-here") == 0
 
 
-def test_counts_are_bounded_and_the_page_says_when_they_are_not_exact(admin_client, user,
-                                                                      monkeypatch):
+def test_counts_are_bounded_and_the_page_says_when_they_are_not_exact(
+    admin_client, user, monkeypatch
+):
     from notifications.admin import BoundedCountPaginator
 
     monkeypatch.setattr(BoundedCountPaginator, "CAP", 3)

@@ -71,3 +71,16 @@ def test_the_admin_index_shows_the_dashboard(admin_client, user, settings):
     assert '<dd data-count="due_now">2</dd>' in body
     assert body.count("<rect ") >= 4  # the legend's keys at least
     assert 'data-channel="email"' in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "title", "health"),
+    [
+        ("/ru", "Очередь уведомлений", "Нет активности"),
+        ("/de", "Benachrichtigungs-Warteschlange", "Keine Aktivität"),
+    ],
+)
+def test_the_dashboard_speaks_the_admins_language(admin_client, prefix, title, health):
+    body = admin_client.get(prefix + "/admin/").content.decode()
+    assert title in body
+    assert health in body
