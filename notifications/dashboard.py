@@ -119,9 +119,11 @@ WHERE status = 'pending'
 
 
 def oldest_pending_age() -> timedelta | None:
+    """How long the oldest pending delivery has waited, to the second."""
     with connection.cursor() as cursor:
         cursor.execute(OLDEST_PENDING_SQL)
-        return cursor.fetchone()[0]
+        age = cursor.fetchone()[0]
+    return None if age is None else timedelta(seconds=round(age.total_seconds()))
 
 
 @dataclass(frozen=True)
