@@ -88,7 +88,7 @@ def main() -> None:
         lambda: colorthief.ColorThief(io.BytesIO(jpeg)).get_palette(color_count=6, quality=10),
         max(1, runs // 2),
     )
-    # Warm both paths once (imports, first allocations) before timing them.
+    # Warm up once: the first call loads (or compiles) the Numba kernels.
     palette.dominant_colors(rgba)
 
     # (b) palette.py against a bare bincount of its own keys.

@@ -139,25 +139,3 @@ def test_palette_js_matches_palette_py_on_a_large_noisy_image(node_palette):
     answer = node_palette.run(pixels)
     assert answer["swatches"] == dominant_colors(pixels)
     assert answer["luminance"] == average_luminance(pixels)
-
-
-def test_both_histogram_paths_give_the_same_palette(monkeypatch):
-    from showcases import palette
-
-    rng = np.random.default_rng(21)
-    image = rng.integers(0, 256, size=(300, 400, 4), dtype=np.uint8)
-    image[..., 3] = np.where(rng.random((300, 400)) < 0.1, 0, 255)
-    small_path = palette.dominant_colors(image)
-    monkeypatch.setattr(palette, "FULL_COLOUR_FROM", 0)
-    assert palette.dominant_colors(image) == small_path
-
-
-def test_palette_js_matches_the_full_colour_path_on_a_large_image(node_palette, monkeypatch):
-    from showcases import palette
-
-    monkeypatch.setattr(palette, "FULL_COLOUR_FROM", 0)
-    rng = np.random.default_rng(8)
-    image = rng.integers(0, 256, size=(200, 300, 4), dtype=np.uint8)
-    image[..., 3] = rng.choice([0, 127, 128, 255], size=(200, 300))
-    pixels = image.tobytes()
-    assert node_palette.run(pixels)["swatches"] == palette.dominant_colors(pixels)
