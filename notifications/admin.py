@@ -127,12 +127,6 @@ class FailureCodeFilter(admin.SimpleListFilter):
         return queryset.filter(error_code=self.value()) if self.value() else queryset
 
 
-def shown_status(delivery: NotificationDelivery) -> str:
-    if delivery.status == Status.PENDING and delivery.attempts > 0:
-        return "retrying"
-    return delivery.status
-
-
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Code owns these rows: staff look, never add or edit them by hand."""
 
@@ -251,7 +245,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, delivery):
-        shown = shown_status(delivery)
+        shown = delivery.shown_status
         return format_html(
             '<span class="status-badge status-{}">{}</span>', shown, STATUS_LABELS[shown]
         )

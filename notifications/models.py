@@ -167,6 +167,16 @@ class NotificationDelivery(models.Model):
     def __str__(self) -> str:
         return f"{self.channel} delivery {self.pk} ({self.status})"
 
+    @property
+    def shown_status(self) -> str:
+        """The status people read: a pending row that has failed before is "retrying".
+
+        (Derived, never stored; the queryset's retrying() also checks the wait has not
+        elapsed, which a row waiting for the next tick has.)"""
+        if self.status == Status.PENDING and self.attempts > 0:
+            return "retrying"
+        return self.status
+
 
 class NeedsAttention(NotificationDelivery):
     """Dead deliveries: the admin's "Needs Attention" list, where staff retry them."""

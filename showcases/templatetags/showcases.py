@@ -6,7 +6,7 @@ from django import template
 from django.utils.translation import gettext as _
 
 from notifications import messages
-from notifications.models import NotificationDelivery, Status
+from notifications.models import NotificationDelivery
 
 register = template.Library()
 
@@ -24,14 +24,6 @@ def duration(value: timedelta) -> str:
     hours, rest = divmod(seconds, 3600)
     text = _("%(n)d h") % {"n": hours}
     return text if not rest else f"{text} {_('%(n)d min') % {'n': rest // 60}}"
-
-
-@register.filter
-def shown_status(delivery: NotificationDelivery) -> str:
-    """The status a person should see: "retrying" is derived, never stored."""
-    if delivery.status == Status.PENDING and delivery.attempts > 0:
-        return "retrying"
-    return delivery.status
 
 
 @register.simple_tag(takes_context=True)
