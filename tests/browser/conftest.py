@@ -111,3 +111,12 @@ def page(chromium):
 def csp_violations(tab) -> list[dict]:
     """Return the CSP violations the current document has reported so far."""
     return tab.evaluate("window.__cspViolations")
+
+
+def log_in(tab, site: SiteServer, *, username: str, password: str) -> None:
+    """Log in through the admin's own form, as a staff member would."""
+    tab.goto(site.url + "/admin/login/")
+    tab.fill("#id_username", username)
+    tab.fill("#id_password", password)
+    tab.click("input[type=submit]")
+    tab.wait_for_url(site.url + "/admin/")

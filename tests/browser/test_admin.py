@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from notifications.models import NotificationDelivery, Status
-from tests.browser.conftest import csp_violations
+from tests.browser.conftest import csp_violations, log_in
 from tests.notifications.conftest import database_url, make_deliveries
 from tests.notifications.test_admin import finish
 from tests.notifications.test_drain import poll
@@ -29,11 +29,7 @@ def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
 
     drain = start_drain(url=database_url(), smtp_port=smtp_server.port)
     try:
-        page.goto(site.url + "/admin/login/")
-        page.fill("#id_username", "fixer")
-        page.fill("#id_password", "a-long-password-1")
-        page.click("input[type=submit]")
-        page.wait_for_url(site.url + "/admin/")
+        log_in(page, site, username="fixer", password="a-long-password-1")
         assert "Needs attention (1)" in page.text_content("#content")
         assert csp_violations(page) == []
 
@@ -67,11 +63,7 @@ def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
 )
 def test_the_staff_console_loads_without_a_csp_violation(site, page, django_user_model, path):
     django_user_model.objects.create_superuser("boss", "boss@example.com", "a-long-password-1")
-    page.goto(site.url + "/admin/login/")
-    page.fill("#id_username", "boss")
-    page.fill("#id_password", "a-long-password-1")
-    page.click("input[type=submit]")
-    page.wait_for_url(site.url + "/admin/")
+    log_in(page, site, username="boss", password="a-long-password-1")
     response = page.goto(site.url + path)
     assert response.status == 200
     page.wait_for_load_state("networkidle")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import csp_violations
+from tests.browser.conftest import csp_violations, log_in
 
 pytestmark = pytest.mark.browser
 
@@ -35,11 +35,7 @@ def test_an_injected_inline_script_is_refused_and_reported_once(site, page):
 
 def test_staff_can_log_in_and_use_the_admin_under_the_policy(site, page, django_user_model):
     django_user_model.objects.create_superuser("staff", "staff@example.com", "a-long-password-1")
-    page.goto(site.url + "/admin/login/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "a-long-password-1")
-    page.click("input[type=submit]")
-    page.wait_for_url(site.url + "/admin/")
+    log_in(page, site, username="staff", password="a-long-password-1")
     assert page.locator("#site-name").is_visible()
     page.goto(site.url + "/ru/admin/auth/user/")
     page.wait_for_load_state("networkidle")
