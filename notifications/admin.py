@@ -204,9 +204,6 @@ class DeliveryAdmin(ReadOnlyAdmin):
         "created_at",
     )
 
-    class Media:
-        css = {"all": ["css/admin.css"]}
-
     def get_search_results(self, request, queryset, search_term):
         """Search one thing at a time, each through its own index.
 

@@ -39,18 +39,23 @@ class Notification(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="notifications",
+        verbose_name=_("recipient"),
     )
-    type = models.CharField(max_length=64)
-    message_key = models.CharField(max_length=100)
-    message_params = models.JSONField(default=dict, blank=True)
-    action_url = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(db_default=DatabaseNow())
-    read_at = models.DateTimeField(null=True, blank=True)
-    archived_at = models.DateTimeField(null=True, blank=True)
+    type = models.CharField(_("type"), max_length=64)
+    message_key = models.CharField(_("message"), max_length=100)
+    message_params = models.JSONField(_("parameters"), default=dict, blank=True)
+    action_url = models.CharField(_("link"), max_length=500, blank=True)
+    created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
+    read_at = models.DateTimeField(_("read"), null=True, blank=True)
+    archived_at = models.DateTimeField(_("archived"), null=True, blank=True)
 
     class Meta:
         db_table = 'notifications"."notifications'
+        verbose_name = _("notification")
+        verbose_name_plural = _("notifications")
         indexes = [
             models.Index(fields=["user", "-created_at"], name="notifications_user_recent"),
             models.Index(fields=["-created_at"], name="notifications_recent"),
@@ -87,23 +92,34 @@ class NotificationDelivery(models.Model):
         related_name="deliveries",
         # The unique (notification, channel) index starts with this column already.
         db_index=False,
+        verbose_name=_("notification"),
     )
-    channel = models.CharField(max_length=32)
+    channel = models.CharField(_("channel"), max_length=32)
     status = models.CharField(
-        max_length=16, choices=Status.choices, default=Status.PENDING, db_default=Status.PENDING
+        _("status"),
+        max_length=16,
+        choices=Status.choices,
+        default=Status.PENDING,
+        db_default=Status.PENDING,
     )
     # Sends made so far; bumped by each claim and returned with it as the fencing token.
-    attempts = models.PositiveIntegerField(default=0, db_default=0)
+    attempts = models.PositiveIntegerField(_("attempts"), default=0, db_default=0)
     # `attempts` at the last staff Retry: the budget counts sends since then, while the fence
     # keeps counting up, so no fence value is ever handed out twice.
-    attempt_base = models.PositiveIntegerField(default=0, db_default=0)
-    next_attempt_at = models.DateTimeField(db_default=DatabaseNow())
-    attempted_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    provider_message_id = models.CharField(max_length=255, blank=True, default="", db_default="")
-    error_code = models.CharField(max_length=64, blank=True, default="", db_default="")
-    error_message = models.TextField(blank=True, default="", db_default="")
-    created_at = models.DateTimeField(db_default=DatabaseNow())
+    attempt_base = models.PositiveIntegerField(
+        _("attempts before the last retry"), default=0, db_default=0
+    )
+    next_attempt_at = models.DateTimeField(_("next attempt"), db_default=DatabaseNow())
+    attempted_at = models.DateTimeField(_("last attempt"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    provider_message_id = models.CharField(
+        _("provider's message id"), max_length=255, blank=True, default="", db_default=""
+    )
+    error_code = models.CharField(
+        _("error code"), max_length=64, blank=True, default="", db_default=""
+    )
+    error_message = models.TextField(_("error message"), blank=True, default="", db_default="")
+    created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
 
     objects = DeliveryQuerySet.as_manager()
 

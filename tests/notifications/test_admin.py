@@ -230,3 +230,9 @@ def test_counts_are_bounded_and_the_page_says_when_they_are_not_exact(
     assert "≈ 5" in whole and "estimated from the table" in whole
     exact = admin_client.get(DELIVERIES + "?status=dead").content.decode()
     assert "0 deliveries" in " ".join(exact.split())
+
+
+def test_every_admin_page_offers_the_other_languages(admin_client):
+    body = admin_client.get("/ru" + DELIVERIES).content.decode()
+    assert f'<a href="{DELIVERIES}" hreflang="en" lang="en"' in body
+    assert f'<a href="/de{DELIVERIES}" hreflang="de" lang="de"' in body
