@@ -13,7 +13,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from notifications.models import NotificationDelivery, Status
+from notifications.models import DrainHeartbeat, NotificationDelivery, Status
 from tests.notifications.conftest import database_url, make_deliveries
 from tests.notifications.test_drain import poll
 from v10r import embedded_postgresql
@@ -93,6 +93,10 @@ def test_sigterm_mid_batch_finishes_the_batch_and_exits_zero(transactional_db, u
     assert "SIGTERM received: finishing the current batch" in output
     assert counts() == {Status.SENT: 8}
     assert len(smtp_server.mailbox.message_ids()) == len(ids)
+    # The loop left its heartbeat, and marked it stopped on the way out.
+    beat = DrainHeartbeat.objects.get(pid=process.pid)
+    assert beat.stopped_at is not None
+    assert beat.last_report["sent"] == 8
 
 
 @pytest.fixture
