@@ -290,7 +290,7 @@ class NeedsAttentionAdmin(RetryMixin, DeliveryAdmin):
     actions = ["retry_selected"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).filter(status=Status.DEAD)
+        return super().get_queryset(request).needs_attention()
 
     def get_urls(self):
         urls = super().get_urls()

@@ -52,6 +52,23 @@ def tick_problem(*, interval: timedelta) -> str | None:
     return None
 
 
+def cron_budget_problem(*, budget: timedelta) -> str | None:
+    """Return why a cron drain of this budget could never send on some channel, or None."""
+    slow = {
+        name: channel.worst_case
+        for name, channel in channels.configured().items()
+        if channel.worst_case >= budget
+    }
+    if slow:
+        names = ", ".join(f"{name} ({worst.total_seconds():g} s)" for name, worst in slow.items())
+        return (
+            f"A cron drain may take {budget.total_seconds():g} s (CRON_DRAIN_SECONDS), but a "
+            f"single send on {names} may take that long, so the cron trigger would never "
+            "start one."
+        )
+    return None
+
+
 @register()
 def check_channels(app_configs=None, **kwargs):
     errors = []
@@ -100,4 +117,15 @@ def check_lease_and_tick(app_configs=None, **kwargs):
         errors.append(
             Error(problem, hint="Lower DELIVERY_INTERVAL_SECONDS.", id="notifications.E002")
         )
+    if settings.CRON_SECRET:
+        problem = cron_budget_problem(budget=timedelta(seconds=settings.CRON_DRAIN_SECONDS))
+        if problem:
+            errors.append(
+                Error(
+                    problem,
+                    hint="Raise CRON_DRAIN_SECONDS (keeping it below the web server's "
+                    "timeout), or shorten the channels' timeouts (EMAIL_TIMEOUT).",
+                    id="notifications.E004",
+                )
+            )
     return errors

@@ -4,6 +4,10 @@ Sends of a batch run on a small thread pool, so a batch of slow sends takes a fe
 rather than one per row; only the calling thread touches the database. Outcomes are written
 in groups, one statement per flush, at least every FLUSH_EVERY and at the end of the batch,
 so a crash re-sends at most what was sent since the last flush.
+
+A drain may be given a time budget (the cron trigger's request must answer before the web
+server's timeout): it then starts no send that could not finish in time, hands the rows it
+did not get to back to the queue, and writes what it has.
 """
 
 from __future__ import annotations
@@ -46,10 +50,20 @@ class Report:
     failed: int = 0
     dead: int = 0
     fenced_off: int = 0
+    released: int = 0  # claimed, not sent before the time budget ran out, requeued
     skipped: bool = False  # another drain was running in this process
+    # A lane came back full, so more rows may be due: a loop should not wait for its tick.
+    more_due: bool = False
 
     def as_dict(self) -> dict[str, int | bool]:
         return asdict(self)
+
+    def add(self, other: Report) -> None:
+        """Count other's rows into this report (several batches of one cron request)."""
+        for name in ("reaped", "claimed", "sent", "retrying", "failed", "dead", "fenced_off"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.released += other.released
+        self.more_due = other.more_due
 
     def line(self) -> str:
         if self.skipped:
@@ -57,7 +71,7 @@ class Report:
         return (
             f"reaped={self.reaped} claimed={self.claimed} sent={self.sent} "
             f"retrying={self.retrying} failed={self.failed} dead={self.dead} "
-            f"fenced_off={self.fenced_off}"
+            f"fenced_off={self.fenced_off} released={self.released}"
         )
 
 
@@ -67,22 +81,47 @@ def drain_once(
     concurrency: int | None = None,
     lease: timedelta | None = None,
     max_attempts: int | None = None,
+    budget: timedelta | None = None,
 ) -> Report:
-    """Drain one batch; return what happened. A second call while one runs does nothing."""
+    """Drain one batch; return what happened. A second call while one runs does nothing.
+
+    With a budget, no send starts that its channel's worst case could carry past it."""
     if not _draining.acquire(blocking=False):
         return Report(skipped=True)
+    deadline = time.monotonic() + budget.total_seconds() if budget is not None else None
     try:
         return _drain(
             batch_size=batch_size or settings.DELIVERY_BATCH_SIZE,
             concurrency=concurrency or settings.DELIVERY_CONCURRENCY,
             lease=lease or timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
             max_attempts=max_attempts or settings.DELIVERY_MAX_ATTEMPTS,
+            deadline=deadline,
         )
     finally:
         _draining.release()
 
 
-def _drain(*, batch_size: int, concurrency: int, lease: timedelta, max_attempts: int) -> Report:
+def drain_within(*, budget: timedelta) -> Report:
+    """Drain batch after batch while rows are due and budget is left; return the total.
+
+    Claiming stops once not even the quickest channel's worst-case send would fit, or once a
+    batch had to hand rows back: what is left of the budget is then too short to be useful."""
+    deadline = time.monotonic() + budget.total_seconds()
+    quickest = min((c.worst_case for c in channels.configured().values()), default=timedelta())
+    total = Report()
+    while (left := deadline - time.monotonic()) >= quickest.total_seconds():
+        report = drain_once(budget=timedelta(seconds=left))
+        if report.skipped:
+            return total if total.claimed else report
+        total.add(report)
+        if not report.more_due or report.released:
+            break
+    return total
+
+
+def _drain(
+    *, batch_size: int, concurrency: int, lease: timedelta, max_attempts: int, deadline
+) -> Report:
     report = Report()
     if _unwritten:
         _tally(report, list(_unwritten), outbox.write_outcomes(_unwritten))
@@ -90,15 +129,25 @@ def _drain(*, batch_size: int, concurrency: int, lease: timedelta, max_attempts:
 
     reaped = outbox.reclaim_stale(lease=lease, max_attempts=max_attempts)
     report.reaped = len(reaped)
-    claimed = outbox.claim(batch_size=batch_size)
+    # A demo send takes most of a second on purpose (notifications/channels/demo.py): at most
+    # one round of them per batch, so the next batch, and any real row in it, is not held up.
+    demo_batch_size = min(concurrency, batch_size)
+    claimed = outbox.claim(batch_size=batch_size, demo_batch_size=demo_batch_size)
     report.claimed = len(claimed)
+    demo_claimed = sum(1 for d in claimed if d.channel == outbox.DEMO_CHANNEL)
+    report.more_due = len(claimed) >= batch_size or demo_claimed >= demo_batch_size
     if not claimed:
         return report
+    # RETURNING has no order: put the real rows first, so no demo send delays one.
+    claimed.sort(key=lambda d: d.channel == outbox.DEMO_CHANNEL)
 
     ready, immediate = _prepare(claimed, max_attempts=max_attempts)
     writer = _Writer(report)
     writer.add(immediate)
-    for finished in _send_all(ready, concurrency=concurrency, max_attempts=max_attempts):
+    unsent: list[ClaimedDelivery] = []
+    for finished in _send_all(
+        ready, concurrency=concurrency, max_attempts=max_attempts, deadline=deadline, unsent=unsent
+    ):
         if finished is not None:
             writer.add([finished])
         if writer.due():
@@ -106,6 +155,8 @@ def _drain(*, batch_size: int, concurrency: int, lease: timedelta, max_attempts:
     writer.flush()
     if writer.error is not None:
         raise writer.error
+    if unsent:
+        report.released = len(outbox.release(unsent))
     return report
 
 
@@ -258,17 +309,28 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
     return emails, addresses, languages
 
 
-def _send_all(ready, *, concurrency: int, max_attempts: int):
+def _send_all(ready, *, concurrency: int, max_attempts: int, deadline=None, unsent=None):
     """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time.
 
     While sends are out and none finishes, yield None every FLUSH_EVERY, so the caller can
-    write what has finished without waiting for the slowest send of the batch.
+    write what has finished without waiting for the slowest send of the batch. With a
+    deadline (time.monotonic()), a send that could outlast it is not started: its delivery
+    goes to unsent instead.
     """
     if not ready:
         return
+
+    def in_time(channel: Channel) -> bool:
+        if deadline is None:
+            return True
+        return time.monotonic() + channel.worst_case.total_seconds() <= deadline
+
     if concurrency == 1 or len(ready) == 1:
         for delivery, channel, outgoing in ready:
-            yield _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
+            if in_time(channel):
+                yield _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
+            else:
+                unsent.append(delivery)
         return
     work: queue.SimpleQueue = queue.SimpleQueue()
     for item in ready:
@@ -281,7 +343,10 @@ def _send_all(ready, *, concurrency: int, max_attempts: int):
                 delivery, channel, outgoing = work.get_nowait()
             except queue.Empty:
                 return
-            results.put(_send_one(delivery, channel, outgoing, max_attempts=max_attempts))
+            if in_time(channel):
+                results.put(_send_one(delivery, channel, outgoing, max_attempts=max_attempts))
+            else:
+                results.put(delivery)
 
     executor = _executor(concurrency)
     for _ in range(min(concurrency, len(ready))):
@@ -294,7 +359,10 @@ def _send_all(ready, *, concurrency: int, max_attempts: int):
             yield None
         else:
             remaining -= 1
-            yield finished
+            if isinstance(finished, ClaimedDelivery):
+                unsent.append(finished)  # not started: the deadline was too near
+            else:
+                yield finished
 
 
 def _executor(concurrency: int) -> ThreadPoolExecutor:

@@ -75,8 +75,10 @@ class DeliveryQuerySet(models.QuerySet):
         return self.filter(status=Status.PENDING, attempts__gt=0, next_attempt_at__gt=DatabaseNow())
 
     def needs_attention(self):
-        """Dead rows: a transient fault outlived the budget, and a human should look."""
-        return self.filter(status=Status.DEAD)
+        """Dead rows: a transient fault outlived the budget, and a human should look.
+
+        Not the visitors' demo rows: those die because a visitor asked them to."""
+        return self.filter(status=Status.DEAD).exclude(channel="demo")
 
 
 class NotificationDelivery(models.Model):
@@ -143,18 +145,28 @@ class NotificationDelivery(models.Model):
             ),
         ]
         indexes = [
-            # The claim: WHERE status = 'pending' AND next_attempt_at <= now()
-            # ORDER BY next_attempt_at, created_at, id.
+            # The claim's two lanes: WHERE status = 'pending' AND channel <> 'demo' (or
+            # = 'demo') AND next_attempt_at <= now() ORDER BY next_attempt_at, created_at, id.
+            # Apart, so a backlog of demo rows is never scanned to reach a real one.
             models.Index(
                 fields=["next_attempt_at", "created_at", "id"],
-                condition=Q(status="pending"),
+                condition=Q(status="pending") & ~Q(channel="demo"),
                 name="deliveries_claim",
+            ),
+            models.Index(
+                fields=["next_attempt_at", "created_at", "id"],
+                condition=Q(status="pending", channel="demo"),
+                name="deliveries_claim_demo",
             ),
             # The reaper: WHERE status = 'processing' AND attempted_at < now() - lease.
             models.Index(
                 fields=["attempted_at"],
                 condition=Q(status="processing"),
                 name="deliveries_reap",
+            ),
+            # The visitors' demo rows, for their site-wide cap and for deleting them soon.
+            models.Index(
+                fields=["created_at"], condition=Q(channel="demo"), name="deliveries_demo"
             ),
             # The admin's lists, newest first, without sorting a million rows.
             models.Index(fields=["-created_at", "-id"], name="deliveries_recent"),

@@ -96,20 +96,39 @@ class Outcome:
 
 # FOR UPDATE SKIP LOCKED: a claimer never waits for another; under contention it returns
 # fewer rows than asked (LIMIT applies before the skipping), which is expected.
-# MATERIALIZED: the CTE runs exactly once, so LIMIT bounds the rows updated under any plan. A
+# Two lanes: real deliveries first, then the visitors' demo rows fill what the batch has
+# left, at most demo_batch_size of them. However many demo rows are queued, they can never
+# stand ahead of a real one; each lane has its own partial index in the claim order.
+# MATERIALIZED: each CTE runs exactly once, so LIMIT bounds the rows updated under any plan. A
 # bare `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` may be re-evaluated by a
 # join plan and claim more than n (tests/notifications/test_outbox.py shows it happen).
-# The ORDER BY matches the deliveries_claim partial index; id breaks ties so the order is total.
+# The ORDER BY matches the claim indexes; id breaks ties so the order is total.
 # RETURNING aliases are double-quoted: unquoted, PostgreSQL would fold them to lower case.
 CLAIM_SQL = """
-WITH claimable AS MATERIALIZED (
+WITH real_rows AS MATERIALIZED (
     SELECT id
     FROM notifications.notification_deliveries
     WHERE status = 'pending'
+      AND channel <> 'demo'
       AND next_attempt_at <= now()
     ORDER BY next_attempt_at, created_at, id
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
+),
+demo_rows AS MATERIALIZED (
+    SELECT id
+    FROM notifications.notification_deliveries
+    WHERE status = 'pending'
+      AND channel = 'demo'
+      AND next_attempt_at <= now()
+    ORDER BY next_attempt_at, created_at, id
+    LIMIT least(%(demo_batch_size)s, %(batch_size)s - (SELECT count(*) FROM real_rows))
+    FOR UPDATE SKIP LOCKED
+),
+claimable AS (
+    SELECT id FROM real_rows
+    UNION ALL
+    SELECT id FROM demo_rows
 )
 UPDATE notifications.notification_deliveries AS d
 SET status = 'processing',
@@ -130,13 +149,23 @@ RETURNING d.id AS "id",
           n.action_url AS "action_url"
 """.strip()
 
+# The channel whose rows take the second lane of the claim (the literal in CLAIM_SQL).
+DEMO_CHANNEL = "demo"
 
-def claim(*, batch_size: int) -> list[ClaimedDelivery]:
-    """Claim up to batch_size due deliveries: mark them processing and bump their fence."""
+
+def claim(*, batch_size: int, demo_batch_size: int | None = None) -> list[ClaimedDelivery]:
+    """Claim up to batch_size due deliveries: mark them processing and bump their fence.
+
+    Real deliveries come first; demo rows only fill the rest, at most demo_batch_size of them
+    (default: as many as fit)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    if demo_batch_size is None:
+        demo_batch_size = batch_size
+    if demo_batch_size < 0:
+        raise ValueError(f"demo_batch_size must not be negative, not {demo_batch_size}")
     with connection.cursor() as cursor:
-        cursor.execute(CLAIM_SQL, {"batch_size": batch_size})
+        cursor.execute(CLAIM_SQL, {"batch_size": batch_size, "demo_batch_size": demo_batch_size})
         columns = [column.name for column in cursor.description]
         rows = cursor.fetchall()
     claimed = []
@@ -229,6 +258,32 @@ def mark_failed(
     return bool(write_outcomes([outcome]))
 
 
+# A claimed row that was never sent (a time-boxed drain ran out of time before its turn) goes
+# back to the queue at once. Its claim bumped attempts; moving attempt_base up with it gives
+# that send back to the budget without reusing a fence value. Fenced like any other write.
+RELEASE_SQL = """
+UPDATE notifications.notification_deliveries AS d
+SET status = 'pending',
+    next_attempt_at = now(),
+    attempt_base = d.attempt_base + 1
+FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS r(id, attempts)
+WHERE d.id = r.id
+  AND d.attempts = r.attempts
+  AND d.status = 'processing'
+RETURNING d.id
+""".strip()
+
+
+def release(deliveries: Sequence[ClaimedDelivery]) -> set[int]:
+    """Return claimed but unsent deliveries to the queue; return the ids that went back."""
+    if not deliveries:
+        return set()
+    params = {"ids": [d.id for d in deliveries], "attempts": [d.attempts for d in deliveries]}
+    with connection.cursor() as cursor:
+        cursor.execute(RELEASE_SQL, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
 # The lease clock starts at attempted_at, stamped once per claim for the whole batch. The
 # reaper does not bump attempts: the claim already counted the send it interrupted.
 # Served by the deliveries_reap partial index.
@@ -295,29 +350,34 @@ def retry(*, delivery_id: int, include_failed: bool = False) -> bool:
 
 
 # Each count reads one partial index (claim, reap, dead, failed), so the cost follows the size
-# of that state, not of the table. `sent` is most of a mature table and has no index of its
-# own: it is counted exactly while the table is small, and estimated from the planner's row
-# count (kept fresh by autovacuum) once it is large.
+# of that state, not of the table. With a limit (the public page: every visitor polls this),
+# each count stops at the limit, so the cost is bounded whatever the backlog; LIMIT NULL is
+# PostgreSQL's "no limit", which the admin's exact counts use. `sent` is most of a mature
+# table and has no index of its own: it is counted while the table is small, and estimated
+# from the planner's row count (kept fresh by autovacuum) once it is large.
 QUEUE_DEPTH_SQL = """
 SELECT
-    (SELECT count(*) FROM notifications.notification_deliveries
-      WHERE status = 'pending') AS "pending",
-    (SELECT count(*) FROM notifications.notification_deliveries
-      WHERE status = 'pending' AND next_attempt_at <= now()) AS "due_now",
-    (SELECT count(*) FROM notifications.notification_deliveries
-      WHERE status = 'pending' AND next_attempt_at > now() AND attempts > 0) AS "retrying",
-    (SELECT count(*) FROM notifications.notification_deliveries
-      WHERE status = 'processing') AS "processing",
-    (SELECT count(*) FROM notifications.notification_deliveries
-      WHERE status = 'failed') AS "failed",
-    (SELECT count(*) FROM notifications.notification_deliveries
-      WHERE status = 'dead') AS "dead",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'pending' LIMIT %(limit)s) AS s) AS "pending",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'pending' AND next_attempt_at <= now() LIMIT %(limit)s) AS s) AS "due_now",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'pending' AND next_attempt_at > now() AND attempts > 0
+      LIMIT %(limit)s) AS s) AS "retrying",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'processing' LIMIT %(limit)s) AS s) AS "processing",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'failed' LIMIT %(limit)s) AS s) AS "failed",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'dead' LIMIT %(limit)s) AS s) AS "dead",
     (SELECT greatest(reltuples, 0)::bigint FROM pg_class
       WHERE oid = 'notifications.notification_deliveries'::regclass) AS "estimated_rows"
 """.strip()
 
+# Bounded too: the planner's row count is only as fresh as the last ANALYZE.
 COUNT_SENT_SQL = """
-SELECT count(*) FROM notifications.notification_deliveries WHERE status = 'sent'
+SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+  WHERE status = 'sent' LIMIT %(limit)s) AS s
 """.strip()
 
 EXACT_SENT_BELOW_ROWS = 200_000
@@ -333,22 +393,31 @@ class QueueDepth:
     failed: int
     dead: int
     sent_is_estimate: bool
+    limit: int | None = None  # counts stopped here: a count equal to it means "at least"
 
-    def as_dict(self) -> dict[str, int | bool]:
+    def as_dict(self) -> dict[str, int | bool | None]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
+    def at_limit(self, name: str) -> bool:
+        """Whether the count of name stopped at the limit (so there may be more)."""
+        return self.limit is not None and getattr(self, name) >= self.limit
 
-def queue_depth() -> QueueDepth:
-    """Count deliveries per status, plus the derived retrying and due-now."""
+
+def queue_depth(*, limit: int | None = None) -> QueueDepth:
+    """Count deliveries per status, plus the derived retrying and due-now.
+
+    With a limit, no count goes past it, and `sent` is estimated once the table holds that
+    many rows."""
+    exact_sent_below = EXACT_SENT_BELOW_ROWS if limit is None else limit
     with connection.cursor() as cursor:
-        cursor.execute(QUEUE_DEPTH_SQL)
+        cursor.execute(QUEUE_DEPTH_SQL, {"limit": limit})
         columns = [column.name for column in cursor.description]
         counts = dict(zip(columns, cursor.fetchone(), strict=True))
         estimated_rows = counts.pop("estimated_rows")
         others = counts["pending"] + counts["processing"] + counts["failed"] + counts["dead"]
-        if estimated_rows < EXACT_SENT_BELOW_ROWS:
-            cursor.execute(COUNT_SENT_SQL)
+        if estimated_rows < exact_sent_below:
+            cursor.execute(COUNT_SENT_SQL, {"limit": limit})
             sent, estimate = cursor.fetchone()[0], False
         else:
             sent, estimate = max(estimated_rows - others, 0), True
-    return QueueDepth(**counts, sent=sent, sent_is_estimate=estimate)
+    return QueueDepth(**counts, sent=sent, sent_is_estimate=estimate, limit=limit)

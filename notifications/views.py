@@ -6,26 +6,48 @@ from datetime import timedelta
 from django.conf import settings
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods
 
 from notifications import drain, heartbeat
-from v10r import ratelimit
+from v10r import clients, housekeeping, ratelimit
 
 CRON_LIMIT = 12
 CRON_WINDOW = timedelta(minutes=1)
+# Wrong secrets per client before it is refused without a comparison, for a quarter hour.
+GUESS_LIMIT = 5
+GUESS_WINDOW = timedelta(minutes=15)
 
 
-@csrf_exempt  # a machine's call, authenticated by its bearer secret, not a browser form
-@require_POST
+def _too_many(message: str, verdict: ratelimit.Verdict) -> JsonResponse:
+    return JsonResponse(
+        {"error": message},
+        status=429,
+        headers={"Retry-After": str(verdict.retry_after_seconds)},
+    )
+
+
+# A machine's call, authenticated by its bearer secret, not a browser form. GET as well as
+# POST: Vercel's cron (and many schedulers) can only send GET requests.
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
 def cron_drain(request):
-    """Drain one batch for a serverless cron: POST with Authorization: Bearer <CRON_SECRET>."""
+    """Drain for a serverless cron: Authorization: Bearer <CRON_SECRET>, within a time budget."""
     secret = settings.CRON_SECRET
     if not secret:
         raise Http404("The cron trigger is off: CRON_SECRET is not set.")
+    guesses_key = f"cron-guess:{clients.address(request)}"
+    guesses = ratelimit.peek(key=guesses_key, limit=GUESS_LIMIT, window=GUESS_WINDOW)
+    if not guesses.allowed:
+        return _too_many(
+            f"Too many wrong secrets from this address; try again in "
+            f"{guesses.retry_after_seconds} s.",
+            guesses,
+        )
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         token.strip().encode(), secret.encode()
     ):
+        ratelimit.hit(key=guesses_key, limit=GUESS_LIMIT, window=GUESS_WINDOW)
         return JsonResponse(
             {"error": "Send the cron secret as 'Authorization: Bearer <CRON_SECRET>'."},
             status=401,
@@ -33,15 +55,16 @@ def cron_drain(request):
         )
     verdict = ratelimit.hit(key="cron:drain", limit=CRON_LIMIT, window=CRON_WINDOW)
     if not verdict.allowed:
-        return JsonResponse(
-            {
-                "error": f"At most {CRON_LIMIT} drains a minute; try again in "
-                f"{verdict.retry_after_seconds} s."
-            },
-            status=429,
-            headers={"Retry-After": str(verdict.retry_after_seconds)},
+        return _too_many(
+            f"At most {CRON_LIMIT} drains a minute; try again in {verdict.retry_after_seconds} s.",
+            verdict,
         )
-    report = drain.drain_once()
-    if not report.skipped:
-        heartbeat.beat(worker=heartbeat.CRON_WORKER, interval=timedelta(0), report=report.as_dict())
-    return JsonResponse({"report": report.as_dict()}, status=409 if report.skipped else 200)
+    report = drain.drain_within(budget=timedelta(seconds=settings.CRON_DRAIN_SECONDS))
+    if report.skipped:
+        return JsonResponse({"report": report.as_dict()}, status=409)
+    heartbeat.beat(worker=heartbeat.CRON_WORKER, interval=timedelta(0), report=report.as_dict())
+    # A serverless deployment has no resident loop to tidy up after the site: this is it.
+    tidied = housekeeping.run() if not report.more_due else None
+    return JsonResponse(
+        {"report": report.as_dict(), "housekeeping": tidied.as_dict() if tidied else None}
+    )

@@ -1,14 +1,30 @@
-""" "Try it": a visitor's own notification through the real outbox, on the demo channel."""
+""" "Try it": a visitor's own notification through the real outbox, on the demo channel.
+
+Visitors share the site's queue, so their rows are kept from hurting real deliveries: the
+claim takes them in a lane of their own behind every real row (notifications/outbox.py), at
+most PENDING_LIMIT of them wait at once, they never count as needing a staff member's
+attention, and finished ones are deleted KEEP after they were queued.
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
+from datetime import timedelta
 
-from notifications.models import Notification, NotificationDelivery
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from notifications.models import Notification, NotificationDelivery, Status
 from notifications.send import send_notification
 
 DEMO_USERNAME = "demo-visitor"
 FEED_SIZE = 8
+# Site-wide: about 40 s of demo sends at one round of 0.8 s sends per batch.
+PENDING_LIMIT = 200
+KEEP = timedelta(minutes=10)
+
+
+class QueueFull(Exception):
+    """The demo queue holds PENDING_LIMIT rows already: try again in a minute."""
 
 
 def demo_user():
@@ -22,7 +38,21 @@ def demo_user():
     return user
 
 
+def waiting() -> int:
+    """Count demo rows not yet finished, up to PENDING_LIMIT (counting further is pointless)."""
+    unfinished = NotificationDelivery.objects.filter(
+        channel="demo", status__in=[Status.PENDING, Status.PROCESSING]
+    )
+    return unfinished[:PENDING_LIMIT].count()
+
+
 def enqueue(*, label: str, fail: bool) -> Notification:
+    """Queue one demo notification, or raise QueueFull.
+
+    Two visitors at the very edge may both get in: the limit can be passed by as many
+    requests as run at once, never by more."""
+    if waiting() >= PENDING_LIMIT:
+        raise QueueFull
     return send_notification(
         user=demo_user(),
         type="demo",
@@ -39,3 +69,37 @@ def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
         .select_related("notification")
         .order_by("-created_at", "-id")[:FEED_SIZE]
     )
+
+
+# Finished demo rows and their notifications, oldest first, a bounded number per call. Served
+# by the deliveries_demo partial index. (Demo notifications have the demo delivery only.)
+PRUNE_SQL = """
+WITH finished AS (
+    SELECT id, notification_id
+    FROM notifications.notification_deliveries
+    WHERE channel = 'demo'
+      AND status IN ('sent', 'failed', 'dead')
+      AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
+    ORDER BY created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+gone AS (
+    DELETE FROM notifications.notification_deliveries AS d
+    USING finished AS f
+    WHERE d.id = f.id
+    RETURNING d.notification_id
+)
+DELETE FROM notifications.notifications AS n
+USING gone AS g
+WHERE n.id = g.notification_id
+""".strip()
+
+
+def prune(*, older_than: timedelta = KEEP, limit: int = 1000) -> int:
+    """Delete up to limit finished demo notifications queued before older_than ago."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            PRUNE_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
+        )
+        return cursor.rowcount

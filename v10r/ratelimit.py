@@ -3,6 +3,7 @@ invocation shares one count (a per-process cache would not)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -39,8 +40,53 @@ def hit(*, key: str, limit: int, window: timedelta) -> Verdict:
     with connection.cursor() as cursor:
         cursor.execute(HIT_SQL, {"key": key[:200], "window_seconds": window.total_seconds()})
         hits, remaining = cursor.fetchone()
-    return Verdict(
-        allowed=hits <= limit,
-        hits=hits,
-        retry_after_seconds=max(1, int(-(-float(remaining) // 1))),
-    )
+    return Verdict(allowed=hits <= limit, hits=hits, retry_after_seconds=_whole(remaining))
+
+
+# Reads a window without counting a hit: for limits on failures, checked before the attempt
+# and counted only when it fails.
+PEEK_SQL = """
+SELECT hits,
+       extract(epoch FROM window_start + make_interval(secs => %(window_seconds)s) - now())
+FROM v10r_rate_limit_windows
+WHERE key = %(key)s
+  AND window_start > now() - make_interval(secs => %(window_seconds)s)
+""".strip()
+
+
+def peek(*, key: str, limit: int, window: timedelta) -> Verdict:
+    """Say whether one more hit on key would be allowed, without counting one."""
+    with connection.cursor() as cursor:
+        cursor.execute(PEEK_SQL, {"key": key[:200], "window_seconds": window.total_seconds()})
+        row = cursor.fetchone()
+    if row is None:
+        return Verdict(allowed=True, hits=0, retry_after_seconds=0)
+    hits, remaining = row
+    return Verdict(allowed=hits < limit, hits=hits, retry_after_seconds=_whole(remaining))
+
+
+def _whole(seconds) -> int:
+    """Round seconds up to a whole number, at least 1: what Retry-After may say."""
+    return max(1, math.ceil(float(seconds)))
+
+
+# Expired windows are dead weight: a key whose window ran out counts from 1 again anyway.
+# Bounded, so one call never holds many row locks; the caller repeats while rows come back.
+PRUNE_SQL = """
+DELETE FROM v10r_rate_limit_windows
+WHERE key IN (
+    SELECT key FROM v10r_rate_limit_windows
+    WHERE window_start < now() - make_interval(secs => %(older_than_seconds)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+""".strip()
+
+
+def prune(*, older_than: timedelta, limit: int = 1000) -> int:
+    """Delete up to limit windows that started before older_than ago; return how many."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            PRUNE_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
+        )
+        return cursor.rowcount

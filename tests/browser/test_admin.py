@@ -19,7 +19,7 @@ def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
     site, page, django_user_model, smtp_server
 ):
     recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
-    [delivery_id] = make_deliveries(recipient, 1, channel="demo")
+    [delivery_id] = make_deliveries(recipient, 1, channel="email")
     finish([delivery_id], status="dead")
     member = django_user_model.objects.create_user(
         "fixer", password="a-long-password-1", is_staff=True

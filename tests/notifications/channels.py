@@ -115,6 +115,23 @@ class GatedChannel(_Recorder):
         return SendResult(provider_message_id=f"gated-{outgoing.delivery_id}")
 
 
+class SlowChannel(_Recorder):
+    """Every send takes SECONDS; the lease check and time budgets see WORST_CASE."""
+
+    name = "slow"
+    SECONDS = 0.2
+    WORST_CASE = timedelta(seconds=0.5)
+
+    @property
+    def worst_case(self) -> timedelta:
+        return self.WORST_CASE
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        time.sleep(self.SECONDS)
+        self.record(outgoing)
+        return SendResult(provider_message_id=f"slow-{outgoing.delivery_id}")
+
+
 ALL = [
     RecordingChannel,
     AlwaysRetryableChannel,
@@ -122,4 +139,5 @@ ALL = [
     ExplodingChannel,
     BlockedChannel,
     GatedChannel,
+    SlowChannel,
 ]

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from notifications import checks
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
 from tests.notifications.conftest import make_deliveries
 
 URL = "/cron/drain"
-SECRET = "s3cret-cron-token-with-some-length"
+SECRET = "s3cret-cron-token-of-at-least-thirty-two-characters"
 
 
 @pytest.fixture
@@ -18,6 +21,7 @@ def cron(settings):
 def test_the_trigger_does_not_exist_without_a_secret(client, db, settings):
     settings.CRON_SECRET = ""
     assert client.post(URL, HTTP_AUTHORIZATION="Bearer anything").status_code == 404
+    assert client.get(URL, HTTP_AUTHORIZATION="Bearer anything").status_code == 404
 
 
 @pytest.mark.parametrize(
@@ -32,13 +36,10 @@ def test_a_wrong_or_missing_secret_is_refused(client, db, cron, header):
     assert "Authorization: Bearer" in response.json()["error"]
 
 
-def test_only_post_drains(client, db, cron):
-    assert client.get(URL, **cron).status_code == 405
-
-
-def test_an_authorised_post_drains_a_batch_and_returns_the_report(client, db, cron, user):
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_get_and_post_both_drain_because_some_crons_only_send_get(client, db, cron, user, method):
     ids = make_deliveries(user, 2)
-    response = client.post(URL, **cron)
+    response = getattr(client, method)(URL, **cron)
     assert response.status_code == 200
     report = response.json()["report"]
     assert (report["claimed"], report["sent"]) == (2, 2)
@@ -48,9 +49,70 @@ def test_an_authorised_post_drains_a_batch_and_returns_the_report(client, db, cr
     assert DrainHeartbeat.objects.get(worker="cron").last_report["sent"] == 2
 
 
+@pytest.mark.parametrize("method", ["put", "delete", "patch"])
+def test_other_methods_are_refused(client, db, cron, method):
+    assert getattr(client, method)(URL, **cron).status_code == 405
+
+
+def test_a_request_drains_batch_after_batch_while_rows_are_due(client, db, cron, user, settings):
+    settings.DELIVERY_BATCH_SIZE = 4
+    make_deliveries(user, 10)
+    report = client.post(URL, **cron).json()["report"]
+    assert (report["claimed"], report["sent"]) == (10, 10)
+    assert not NotificationDelivery.objects.exclude(status=Status.SENT).exists()
+
+
+def test_a_drain_out_of_time_hands_unsent_rows_back_and_answers(client, db, cron, user, settings):
+    # Each send takes 0.2 s and may take 0.5 s: within 1.2 s, one at a time, only the sends
+    # that start before 0.7 s are allowed to start; the rest go back to the queue unspent.
+    settings.CRON_DRAIN_SECONDS = 1.2
+    settings.DELIVERY_CONCURRENCY = 1
+    settings.DELIVERY_BATCH_SIZE = 10
+    ids = make_deliveries(user, 10, channel="slow")
+    response = client.post(URL, **cron)
+    assert response.status_code == 200
+    report = response.json()["report"]
+    assert report["claimed"] == 10
+    assert report["sent"] >= 1
+    assert report["released"] >= 1
+    assert report["sent"] + report["released"] == 10
+    rows = NotificationDelivery.objects.filter(pk__in=ids)
+    assert not rows.filter(status=Status.PROCESSING).exists()
+    released = rows.filter(status=Status.PENDING)
+    assert released.count() == report["released"]
+    # Handed back with the send given back to the budget, due again at once.
+    for delivery in released:
+        assert delivery.attempts == 1
+        assert delivery.attempts - delivery.attempt_base == 0
+    assert released.count() == NotificationDelivery.objects.due().filter(pk__in=ids).count()
+
+
 def test_the_trigger_is_rate_limited(client, db, cron):
     codes = [client.post(URL, **cron).status_code for _ in range(13)]
     assert codes == [200] * 12 + [429]
     response = client.post(URL, **cron)
     assert 1 <= int(response["Retry-After"]) <= 60
     assert "At most 12 drains a minute" in response.json()["error"]
+
+
+def test_wrong_guesses_are_limited_per_client_and_other_clients_still_get_in(client, db, cron):
+    guesser = {"REMOTE_ADDR": "203.0.113.7"}
+    codes = [
+        client.post(URL, HTTP_AUTHORIZATION="Bearer guess", **guesser).status_code for _ in range(6)
+    ]
+    assert codes == [401] * 5 + [429]
+    # Blocked before the comparison: even the right secret is not checked from there.
+    blocked = client.post(URL, **cron, **guesser)
+    assert blocked.status_code == 429
+    assert "Too many wrong secrets" in blocked.json()["error"]
+    assert 1 <= int(blocked["Retry-After"]) <= 15 * 60
+    assert client.post(URL, **cron, REMOTE_ADDR="198.51.100.1").status_code == 200
+
+
+def test_a_cron_budget_shorter_than_a_send_is_a_start_up_error(settings):
+    settings.CRON_SECRET = SECRET
+    settings.CRON_DRAIN_SECONDS = 5  # the email channel's worst case is EMAIL_TIMEOUT + 1 s
+    errors = checks.check_lease_and_tick()
+    assert [e.id for e in errors] == ["notifications.E004"]
+    assert "email (11 s)" in errors[0].msg
+    assert checks.cron_budget_problem(budget=timedelta(seconds=20)) is None

@@ -44,7 +44,9 @@ def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
         "failed": 0,
         "dead": 0,
         "fenced_off": 0,
+        "released": 0,
         "skipped": False,
+        "more_due": False,
     }
     assert sorted(o.delivery_id for o in RecordingChannel.seen) == ids
     assert statuses(ids) == [Status.SENT] * 3
@@ -205,3 +207,32 @@ def test_a_serverless_platform_is_dormant_between_cron_runs(db, settings):
     status = heartbeat.status()
     assert status.state == "dormant"
     assert status.last_cron is not None
+
+
+# --- Demo rows beside real ones ----------------------------------------------------------------
+
+
+def test_with_2000_demo_rows_queued_a_real_email_queued_after_them_goes_in_the_next_tick(
+    db, django_user_model, settings, smtp_server
+):
+    settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
+    visitor = django_user_model.objects.create_user("visitor")
+    make_deliveries(visitor, 2000, channel="demo")
+    reader = django_user_model.objects.create_user("ada", email="ada@example.com")
+    [email] = make_deliveries(reader, 1, channel="email")
+
+    report = drain.drain_once(batch_size=25, concurrency=4)
+
+    assert NotificationDelivery.objects.get(pk=email).status == Status.SENT
+    assert [m["To"] for m in smtp_server.mailbox.messages] == ["ada@example.com"]
+    # One round of demo sends rode along, no more, and the loop is told more are due.
+    assert report.claimed == 1 + 4
+    assert report.more_due
+    assert NotificationDelivery.objects.filter(channel="demo", status=Status.SENT).count() == 4
+
+
+def test_a_batch_says_more_are_due_only_when_a_lane_came_back_full(db, user):
+    make_deliveries(user, 3)
+    assert not drain.drain_once(batch_size=10, concurrency=4).more_due
+    make_deliveries(user, 10)
+    assert drain.drain_once(batch_size=10, concurrency=4).more_due

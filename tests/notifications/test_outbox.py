@@ -68,8 +68,12 @@ def test_the_claim_sql_is_literal_schema_qualified_and_quotes_its_aliases():
     assert "ORDER BY next_attempt_at, created_at, id" in sql
     tables = re.findall(r"\b(?:FROM|UPDATE)\s+([a-z_][\w.]*)", sql)
     assert tables == [
-        "notifications.notification_deliveries",
-        "notifications.notification_deliveries",
+        "notifications.notification_deliveries",  # real_rows
+        "notifications.notification_deliveries",  # demo_rows
+        "real_rows",  # what real_rows left of the batch
+        "real_rows",  # claimable
+        "demo_rows",
+        "notifications.notification_deliveries",  # the UPDATE
         "claimable",
     ]
     assert "claimable AS c, notifications.notifications AS n" in sql
@@ -104,7 +108,7 @@ UPDATE notifications.notification_deliveries
 SET status = 'processing', attempts = attempts + 1, attempted_at = now()
 WHERE id IN (
     SELECT id FROM notifications.notification_deliveries
-    WHERE status = 'pending' AND next_attempt_at <= now()
+    WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at <= now()
     ORDER BY next_attempt_at, created_at, id
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
@@ -135,7 +139,7 @@ def claimed_under(plan: list[str], sql: str, *, batch_size: int) -> int:
         for setting in plan:
             execute(setting)
         with connection.cursor() as cursor:
-            cursor.execute(sql, {"batch_size": batch_size})
+            cursor.execute(sql, {"batch_size": batch_size, "demo_batch_size": batch_size})
             count = len(cursor.fetchall())
         transaction.set_rollback(True)
     return count
@@ -154,6 +158,59 @@ def test_claim_never_takes_more_than_asked_under_adversarial_plans(db, user):
         for plan in ADVERSARIAL_PLANS:
             assert claimed_under(plan, outbox.CLAIM_SQL, batch_size=10) == 10
     assert len(outbox.claim(batch_size=10)) == 10
+
+
+# --- The demo lane -----------------------------------------------------------------------------
+
+
+def test_real_rows_are_claimed_before_any_demo_row_queued_ahead_of_them(db, user):
+    demo = make_deliveries(user, 50, channel="demo")
+    real = make_deliveries(user, 3)
+    claimed = outbox.claim(batch_size=10, demo_batch_size=4)
+    ids = [c.id for c in claimed]
+    assert set(real) <= set(ids)
+    assert len(ids) == 7  # the 3 real rows, then 4 of the 50 demo rows
+    assert set(ids) - set(real) <= set(demo)
+
+
+@pytest.mark.parametrize(
+    ("real", "demo", "batch", "demo_batch", "claimed_real", "claimed_demo"),
+    [
+        (3, 10, 5, 4, 3, 2),  # demo rows only fill what the batch has left: 5 - 3 = 2
+        (8, 10, 5, 4, 5, 0),  # a batch full of real rows leaves no room at all
+        (0, 10, 5, 4, 0, 4),  # demo rows alone: at most demo_batch of them
+        (0, 10, 5, 0, 0, 0),  # a demo lane of 0 claims none
+        (0, 10, 3, None, 0, 3),  # by default, as many as fit
+    ],
+)
+def test_the_demo_lane_takes_at_most_what_is_left_and_its_own_limit(
+    db, user, real, demo, batch, demo_batch, claimed_real, claimed_demo
+):
+    make_deliveries(user, real)
+    make_deliveries(user, demo, channel="demo")
+    claimed = outbox.claim(batch_size=batch, demo_batch_size=demo_batch)
+    channels = [c.channel for c in claimed]
+    assert channels.count("recording") == claimed_real
+    assert channels.count("demo") == claimed_demo
+
+
+def test_each_lane_of_the_claim_reads_its_own_index(db, user):
+    make_deliveries(user, 5)
+    make_deliveries(user, 5, channel="demo")
+    execute("ANALYZE notifications.notification_deliveries")
+    with transaction.atomic():
+        # What the planner may choose on a tiny table is its business; what matters is that
+        # each lane's WHERE matches a partial index's predicate, so the index can be used.
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            execute(f"SET LOCAL {setting} = off")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN " + outbox.CLAIM_SQL, {"batch_size": 10, "demo_batch_size": 4}
+            )
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    assert "using deliveries_claim on" in plan
+    assert "using deliveries_claim_demo on" in plan
 
 
 # --- The fence --------------------------------------------------------------------------------
@@ -367,6 +424,16 @@ def test_retry_leaves_failed_rows_alone_unless_asked_and_refuses_other_states(db
 # --- Queue depth ------------------------------------------------------------------------------
 
 
+def test_a_limited_queue_depth_stops_counting_at_the_limit_and_says_so(db, user):
+    make_deliveries(user, 7)
+    depth = outbox.queue_depth(limit=5)
+    assert (depth.pending, depth.due_now, depth.failed) == (5, 5, 0)
+    assert depth.at_limit("pending") and depth.at_limit("due_now")
+    assert not depth.at_limit("failed")
+    assert not outbox.queue_depth().at_limit("pending")
+    assert outbox.queue_depth().pending == 7
+
+
 def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
     ids = make_deliveries(user, 6)
     claims = {c.id: c for c in outbox.claim(batch_size=4)}
@@ -384,4 +451,5 @@ def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
         "failed": 1,
         "dead": 0,
         "sent_is_estimate": False,
+        "limit": None,
     }

@@ -18,9 +18,13 @@ def test_the_indexes_the_queries_rely_on_exist_in_the_notifications_schema():
             "AND tablename = 'notification_deliveries'"
         )
         indexes = dict(cursor.fetchall())
-    assert (
-        "(next_attempt_at, created_at, id) WHERE ((status)::text = 'pending'::text)"
-        in (indexes["deliveries_claim"])
+    assert indexes["deliveries_claim"].endswith(
+        "(next_attempt_at, created_at, id) WHERE (((status)::text = 'pending'::text) "
+        "AND (NOT ((channel)::text = 'demo'::text)))"
+    )
+    assert indexes["deliveries_claim_demo"].endswith(
+        "(next_attempt_at, created_at, id) WHERE (((channel)::text = 'demo'::text) "
+        "AND ((status)::text = 'pending'::text))"
     )
     assert "WHERE ((status)::text = 'processing'::text)" in indexes["deliveries_reap"]
     # Replaced by a later migration: the schema editor must have dropped the old one there.

@@ -28,3 +28,36 @@ def test_keys_are_counted_apart(db):
     assert ratelimit.hit(key="a", limit=1, window=window).allowed
     assert ratelimit.hit(key="b", limit=1, window=window).allowed
     assert not ratelimit.hit(key="a", limit=1, window=window).allowed
+
+
+def test_peek_says_whether_one_more_hit_would_pass_without_counting_one(db):
+    window = timedelta(seconds=60)
+    assert ratelimit.peek(key="p", limit=2, window=window).allowed
+    ratelimit.hit(key="p", limit=2, window=window)
+    assert ratelimit.peek(key="p", limit=2, window=window).allowed
+    ratelimit.hit(key="p", limit=2, window=window)
+    verdict = ratelimit.peek(key="p", limit=2, window=window)
+    assert (verdict.allowed, verdict.hits) == (False, 2)
+    assert ratelimit.peek(key="p", limit=2, window=window).hits == 2  # peeking counts nothing
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE v10r_rate_limit_windows SET window_start = now() - interval '61 seconds'"
+        )
+    assert ratelimit.peek(key="p", limit=2, window=window).allowed  # the window ran out
+
+
+def test_prune_deletes_only_windows_older_than_asked_a_bounded_number_at_a_time(db):
+    for i in range(5):
+        ratelimit.hit(key=f"old{i}", limit=1, window=timedelta(seconds=60))
+    ratelimit.hit(key="fresh", limit=1, window=timedelta(seconds=60))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE v10r_rate_limit_windows SET window_start = now() - interval '2 hours' "
+            "WHERE key LIKE 'old%%'"
+        )
+    assert ratelimit.prune(older_than=timedelta(hours=1), limit=3) == 3
+    assert ratelimit.prune(older_than=timedelta(hours=1), limit=3) == 2
+    assert ratelimit.prune(older_than=timedelta(hours=1), limit=3) == 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key FROM v10r_rate_limit_windows")
+        assert cursor.fetchall() == [("fresh",)]

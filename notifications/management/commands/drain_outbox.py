@@ -14,6 +14,7 @@ from django.db import DatabaseError, close_old_connections, connection
 
 from notifications import drain, heartbeat
 from notifications.checks import lease_problem
+from v10r import housekeeping
 
 logger = logging.getLogger("notifications.drain_outbox")
 
@@ -97,7 +98,7 @@ class Command(BaseCommand):
             lease,
         )
         failures = 0
-        last_beat = float("-inf")
+        last_beat = last_tidy = float("-inf")
         while True:
             close_old_connections()
             try:
@@ -106,10 +107,16 @@ class Command(BaseCommand):
                 )
                 # While full batches follow each other without a pause, one heartbeat a
                 # second is proof enough; the loop's hot path need not write one per batch.
-                resting = report.claimed < batch_size
+                resting = not report.more_due
                 if resting or time.monotonic() - last_beat >= BEAT_AT_MOST_EVERY:
                     heartbeat.beat(worker=worker, interval=interval_td, report=report.as_dict())
                     last_beat = time.monotonic()
+                # Idle ticks tidy up after the site, so nothing else needs scheduling.
+                if resting and time.monotonic() - last_tidy >= housekeeping.EVERY.total_seconds():
+                    tidied = housekeeping.run()
+                    last_tidy = time.monotonic()
+                    if any(tidied.as_dict().values()):
+                        logger.info("housekeeping %s", tidied.as_dict())
             except DatabaseError as exc:
                 if once:
                     raise CommandError(f"database error: {exc}") from exc
@@ -125,8 +132,8 @@ class Command(BaseCommand):
             logger.info("tick %s", report.line())
             if once or stopping.is_set():
                 break
-            if report.claimed >= batch_size:
-                continue  # a full batch: more may be due, so do not wait
+            if report.more_due:
+                continue  # a lane came back full: more may be due, so do not wait
             if stopping.wait(interval):
                 break
         if not once:

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.sessions.backends.db import SessionStore
+from django.contrib.sessions.models import Session
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from notifications.models import Notification, NotificationDelivery, Status
+from showcases import queue_demo
+from tests.notifications.conftest import database_url, make_deliveries
+from tests.notifications.test_drain import poll
+from tests.notifications.test_drain_processes import start_drain, stop
+from v10r import housekeeping, ratelimit
+
+pytestmark = pytest.mark.django_db
+
+
+def execute(sql: str, params=None) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+@pytest.fixture
+def leftovers(django_user_model):
+    """Two of each kind: one housekeeping must delete, one it must keep."""
+    ratelimit.hit(key="old", limit=1, window=timedelta(minutes=1))
+    ratelimit.hit(key="fresh", limit=1, window=timedelta(minutes=1))
+    execute(
+        "UPDATE v10r_rate_limit_windows SET window_start = now() - interval '2 hours' "
+        "WHERE key = 'old'"
+    )
+    for key, expires in (("expired", -1), ("live", 1)):
+        store = SessionStore(session_key=None)
+        store.create()
+        Session.objects.filter(pk=store.session_key).update(
+            session_key=key * 4, expire_date=timezone.now() + timedelta(days=expires)
+        )
+    visitor = queue_demo.demo_user()
+    old_sent, old_pending, new_sent = make_deliveries(visitor, 3, channel="demo")
+    reader = django_user_model.objects.create_user("reader", email="r@example.com")
+    [old_real] = make_deliveries(reader, 1, channel="email")
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'sent', "
+        "created_at = now() - interval '11 minutes' WHERE id = ANY(%s)",
+        [[old_sent, old_real]],
+    )
+    execute(
+        "UPDATE notifications.notification_deliveries "
+        "SET created_at = now() - interval '11 minutes' WHERE id = %s",
+        [old_pending],
+    )
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'sent' WHERE id = %s",
+        [new_sent],
+    )
+    return {"gone": old_sent, "kept": [old_pending, new_sent, old_real]}
+
+
+def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftovers):
+    tidied = housekeeping.run()
+    assert tidied.as_dict() == {"rate_limit_windows": 1, "sessions": 1, "demo_notifications": 1}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key FROM v10r_rate_limit_windows")
+        assert cursor.fetchall() == [("fresh",)]
+    assert list(Session.objects.values_list("session_key", flat=True)) == ["livelivelivelive"]
+    assert not NotificationDelivery.objects.filter(pk=leftovers["gone"]).exists()
+    # A finished demo row's notification goes with it; pending demo rows, recent ones and
+    # real deliveries stay, however old.
+    assert Notification.objects.filter(user=queue_demo.demo_user()).count() == 2
+    assert set(NotificationDelivery.objects.values_list("pk", flat=True)) == set(leftovers["kept"])
+    assert housekeeping.run().as_dict() == {
+        "rate_limit_windows": 0,
+        "sessions": 0,
+        "demo_notifications": 0,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_drain_loop_tidies_up_on_its_idle_ticks(leftovers, smtp_server):
+    drain = start_drain(url=database_url(), smtp_port=smtp_server.port)
+    try:
+        tidied = poll(
+            lambda: not Session.objects.filter(session_key="expired" * 4).exists()
+            and not NotificationDelivery.objects.filter(pk=leftovers["gone"]).exists(),
+            seconds=30,
+        )
+    finally:
+        code, output = stop(drain)
+    assert tidied, output
+    assert code == 0
+    assert "housekeeping {'rate_limit_windows': 1, 'sessions': 1" in output
+
+
+def test_the_housekeeping_command_reports_what_it_deleted(leftovers, capsys):
+    call_command("housekeeping")
+    assert capsys.readouterr().out.strip() == (
+        "rate_limit_windows=1 sessions=1 demo_notifications=1"
+    )
+
+
+def test_dead_demo_rows_are_finished_and_pruned_but_never_need_attention(django_user_model):
+    [dead] = make_deliveries(queue_demo.demo_user(), 1, channel="demo")
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'dead', attempts = 5 "
+        "WHERE id = %s",
+        [dead],
+    )
+    assert NotificationDelivery.objects.filter(status=Status.DEAD).count() == 1
+    assert NotificationDelivery.objects.needs_attention().count() == 0
+    execute(
+        "UPDATE notifications.notification_deliveries "
+        "SET created_at = now() - interval '11 minutes' WHERE id = %s",
+        [dead],
+    )
+    assert queue_demo.prune() == 1

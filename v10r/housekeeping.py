@@ -1,0 +1,68 @@
+"""Deleting what the site leaves behind: expired rate-limit windows and sessions, finished
+demo notifications.
+
+Nothing here needs a scheduler of its own: the drain loop runs it on idle ticks (at most once
+every EVERY), the cron trigger after a drain that emptied the queue, and `manage.py
+housekeeping` wherever neither runs. Each delete is bounded (ROUNDS × a thousand rows a
+call), so a run never holds many locks or writes a burst of WAL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from showcases import queue_demo
+from v10r import ratelimit
+
+EVERY = timedelta(minutes=1)
+ROUNDS = 10
+BATCH = 1000
+# Longer than the longest rate-limit window the site uses (the admin login's quarter hour).
+WINDOWS_OLDER_THAN = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Tidied:
+    rate_limit_windows: int
+    sessions: int
+    demo_notifications: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def run() -> Tidied:
+    """Delete expired and finished rows, a bounded number of each; return how many."""
+    return Tidied(
+        rate_limit_windows=_repeat(
+            lambda: ratelimit.prune(older_than=WINDOWS_OLDER_THAN, limit=BATCH)
+        ),
+        sessions=_repeat(_prune_sessions),
+        demo_notifications=_repeat(lambda: queue_demo.prune(limit=BATCH)),
+    )
+
+
+def _repeat(delete) -> int:
+    total = 0
+    for _ in range(ROUNDS):
+        deleted = delete()
+        total += deleted
+        if deleted < BATCH:
+            break
+    return total
+
+
+def _prune_sessions() -> int:
+    if settings.SESSION_ENGINE != "django.contrib.sessions.backends.db":
+        return 0  # other engines expire their own keys (cache) or are not ours to sweep
+    from django.contrib.sessions.models import Session
+
+    # Django's clearsessions deletes every expired row in one statement; this takes a
+    # thousand at a time (served by the expire_date index).
+    expired = Session.objects.filter(expire_date__lt=timezone.now()).values("pk")[:BATCH]
+    deleted, _ = Session.objects.filter(pk__in=expired).delete()
+    return deleted
