@@ -11,23 +11,21 @@ from django.views.decorators.http import require_GET, require_POST
 
 from notifications import backoff, heartbeat, outbox
 from showcases import analysis, queue_demo, sample
-from v10r import ratelimit
+from v10r import clients, ratelimit
+from v10r.middleware import body_limit
 
 ANALYSE_LIMIT = 20
 TRY_LIMIT = 10
+# The public page stops counting here: every visitor polls it, so its cost must not grow
+# with the table (the admin counts exactly).
+PUBLIC_COUNT_LIMIT = 1000
 LIMIT_WINDOW = timedelta(minutes=1)
 SESSION_KEY = "queue_demo_notifications"
 
 
-def _client(request) -> str:
-    # REMOTE_ADDR is the peer; behind a proxy that sets X-Forwarded-For, configure the
-    # proxy to overwrite it rather than trust a header any client can send.
-    return request.META.get("REMOTE_ADDR", "unknown")
-
-
 def _queue_context(request) -> dict:
     return {
-        "depth": outbox.queue_depth(),
+        "depth": outbox.queue_depth(limit=PUBLIC_COUNT_LIMIT),
         "loop": heartbeat.status(),
         "feed": queue_demo.feed(request.session.get(SESSION_KEY, [])),
     }
@@ -81,26 +79,43 @@ def queue(request):
     return render(request, "showcases/workers.html#queue-live", _queue_context(request))
 
 
+def _try_refused(request, *, message: str, status: int, retry_after_seconds: int):
+    response = render(
+        request,
+        "showcases/workers.html#queue-live",
+        {**_queue_context(request), "try_error": message},
+        status=status,
+    )
+    response["Retry-After"] = str(retry_after_seconds)
+    response["X-Queue-Fragment"] = "refused"  # swapped in by queue-live.js all the same
+    return response
+
+
 @require_POST
 def try_it(request):
-    verdict = ratelimit.hit(key=f"try:{_client(request)}", limit=TRY_LIMIT, window=LIMIT_WINDOW)
+    verdict = ratelimit.hit(
+        key=f"try:{clients.address(request)}", limit=TRY_LIMIT, window=LIMIT_WINDOW
+    )
     if not verdict.allowed:
-        response = render(
+        return _try_refused(
             request,
-            "showcases/workers.html#queue-live",
-            {
-                **_queue_context(request),
-                "try_error": _("Too many tries; wait %(seconds)d s.")
-                % {"seconds": verdict.retry_after_seconds},
-            },
+            message=_("Too many tries; wait %(seconds)d s.")
+            % {"seconds": verdict.retry_after_seconds},
             status=429,
+            retry_after_seconds=verdict.retry_after_seconds,
         )
-        response["Retry-After"] = str(verdict.retry_after_seconds)
-        return response
     fail = request.POST.get("fail") in {"1", "on", "true"}
     mine = request.session.get(SESSION_KEY, [])
     label = _("demo #%(number)d") % {"number": len(mine) + 1}
-    notification = queue_demo.enqueue(label=label, fail=fail)
+    try:
+        notification = queue_demo.enqueue(label=label, fail=fail)
+    except queue_demo.QueueFull:
+        return _try_refused(
+            request,
+            message=_("The demo queue is full; try again in a minute."),
+            status=503,
+            retry_after_seconds=60,
+        )
     request.session[SESSION_KEY] = [str(notification.pk), *mine][: queue_demo.FEED_SIZE]
     if not request.htmx:
         # Without JavaScript the form posts normally: queue it, then show the page again.
@@ -108,11 +123,20 @@ def try_it(request):
     return render(request, "showcases/workers.html#queue-live", _queue_context(request))
 
 
+def _too_large() -> str:
+    return _("The image is larger than %(limit)d MB.") % {"limit": analysis.MAX_BYTES // 2**20}
+
+
+# The multipart envelope around the image: boundaries, headers, the CSRF field.
+MULTIPART_OVERHEAD = 64 * 1024
+
+
+@body_limit(max_bytes=analysis.MAX_BYTES + MULTIPART_OVERHEAD, message=_too_large)
 @require_POST
 def analyse(request):
     """The server lane: the posted image's palette, computed by palette.py."""
     verdict = ratelimit.hit(
-        key=f"analyse:{_client(request)}", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW
+        key=f"analyse:{clients.address(request)}", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW
     )
     if not verdict.allowed:
         return JsonResponse(
@@ -123,30 +147,11 @@ def analyse(request):
             status=429,
             headers={"Retry-After": str(verdict.retry_after_seconds)},
         )
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > analysis.MAX_BYTES + 65536:
-        # Refuse before reading the body at all.
-        return JsonResponse(
-            {
-                "error": _("The image is larger than %(limit)d MB.")
-                % {"limit": analysis.MAX_BYTES // 2**20}
-            },
-            status=413,
-        )
     upload = request.FILES.get("image")
     if upload is None:
         return JsonResponse({"error": _("Choose an image first.")}, status=400)
     if upload.size > analysis.MAX_BYTES:
-        return JsonResponse(
-            {
-                "error": _("The image is larger than %(limit)d MB.")
-                % {"limit": analysis.MAX_BYTES // 2**20}
-            },
-            status=413,
-        )
+        return JsonResponse({"error": _too_large()}, status=413)
     try:
         result = analysis.analyse(upload.read())
     except analysis.UploadError as error:

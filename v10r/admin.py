@@ -1,11 +1,61 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+from v10r import clients, ratelimit
+
+# Wrong sign-ins before the form refuses to check passwords for a while. Per client address
+# (an IPv6 /64), which stops one guesser; and per username, higher, which slows guessers
+# spread over many addresses without letting one of them lock a staff member out cheaply.
+LOGIN_FAILURES_PER_CLIENT = 10
+LOGIN_FAILURES_PER_USERNAME = 50
+LOGIN_WINDOW = timedelta(minutes=15)
+
+
+class ThrottledLoginForm(AdminAuthenticationForm):
+    """The admin's login form, with failed attempts counted in the site's rate limiter.
+
+    The limiter is the PostgreSQL one every other limit uses, so the count holds across
+    processes and hosts, and the client is identified the same way (v10r/clients.py), which
+    is why this is not django-axes: that would bring its own tables, middleware and notion of
+    the client address for one form."""
+
+    def clean(self):
+        keys = self._keys()
+        for key, limit in keys:
+            verdict = ratelimit.peek(key=key, limit=limit, window=LOGIN_WINDOW)
+            if not verdict.allowed:
+                minutes = -(-verdict.retry_after_seconds // 60)
+                raise ValidationError(
+                    _("Too many failed sign-ins. Try again in %(minutes)d min.")
+                    % {"minutes": minutes},
+                    code="throttled",
+                )
+        try:
+            return super().clean()
+        except ValidationError:
+            for key, limit in keys:
+                ratelimit.hit(key=key, limit=limit, window=LOGIN_WINDOW)
+            raise
+
+    def _keys(self) -> list[tuple[str, int]]:
+        username = (self.cleaned_data.get("username") or "").casefold()
+        return [
+            (f"login:{clients.address(self.request)}", LOGIN_FAILURES_PER_CLIENT),
+            (f"login-user:{username}", LOGIN_FAILURES_PER_USERNAME),
+        ]
 
 
 class AdminSite(admin.AdminSite):
-    """Django's admin, with the queue dashboard on its index and the number of deliveries
-    needing attention beside that list."""
+    """Django's admin, with the queue dashboard on its index, the number of deliveries
+    needing attention beside that list, and a login that counts failures."""
+
+    login_form = ThrottledLoginForm
 
     def index(self, request, extra_context=None):
         context = dict(extra_context or {})

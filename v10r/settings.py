@@ -126,8 +126,25 @@ DELIVERY_CHANNELS = {
     "email": "notifications.channels.email.EmailChannel",
     "demo": "notifications.channels.demo.DemoChannel",
 }
-# Bearer secret for POST /cron/drain; unset, the endpoint does not exist (404).
-CRON_SECRET = os.environ.get("CRON_SECRET", "")
+# Bearer secret for /cron/drain; unset, the endpoint does not exist (404). A guessable
+# secret would let anyone drive the drain, so a short one stops start-up.
+CRON_SECRET = os.environ.get("CRON_SECRET", "").strip()
+CRON_SECRET_MIN_LENGTH = 32
+if CRON_SECRET and len(CRON_SECRET) < CRON_SECRET_MIN_LENGTH:
+    raise ImproperlyConfigured(
+        f"CRON_SECRET has {len(CRON_SECRET)} characters; use at least "
+        f"{CRON_SECRET_MIN_LENGTH}. Generate one with: "
+        'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+    )
+# How long one /cron/drain request may spend draining: below the web server's timeout
+# (deploy/gunicorn.conf.py allows 30 s), so the request answers instead of being killed.
+CRON_DRAIN_SECONDS = _env_float("CRON_DRAIN_SECONDS", default=20.0, minimum=1.0)
+
+# How many reverse proxies of ours stand in front of the app. 0 (the default): the peer
+# address is the client. N: the client is the N-th address from the right of
+# X-Forwarded-For (v10r/clients.py). Never more than the proxies really there, or any client
+# could choose its own address by sending the header.
+V10R_TRUSTED_PROXIES = _env_int("V10R_TRUSTED_PROXIES", default=0, minimum=0)
 
 # Where this deployment runs; overrides the detection in v10r/platform.py.
 V10R_PLATFORM = os.environ.get("V10R_PLATFORM", "").strip().lower()
@@ -157,6 +174,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    # Before anything that reads the body (the CSRF check reads POST).
+    "v10r.middleware.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -267,10 +286,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "admin:login"
 
-# The palette's server lane accepts photos up to 20 MB (showcases/analysis.py); Django must
-# let them through to it.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 21 * 1024 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = 21 * 1024 * 1024
+# Django's own upload limits stay at their defaults. Request bodies are refused by size
+# before anything reads them (v10r/middleware.py): DATA_UPLOAD_MAX_MEMORY_SIZE for every view,
+# except the few that declare a larger limit of their own, such as the palette's server lane.
 
 LOGGING = {
     "version": 1,

@@ -88,6 +88,12 @@ class EmailChannel(Channel):
             to=[outgoing.address],
             headers={"Message-ID": message_id, "Content-Language": outgoing.language},
         )
+        try:
+            # Builds the headers now: a line break in the subject (or any header) can never
+            # be sent, however often it is retried, so it is a permanent failure.
+            message.message()
+        except ValueError as exc:
+            raise ChannelError("BAD_MESSAGE", str(exc), retryable=False) from None
         backend = mailers[self.mailer]
         deadline = _Deadline(backend, self.timeout)
         try:

@@ -38,3 +38,10 @@ def rendered_message(context, delivery: NotificationDelivery) -> str:
         ).body
     except (KeyError, ValueError):
         return notification.message_key
+
+
+@register.filter
+def depth_count(depth, name: str) -> str:
+    """One count of a QueueDepth, with "+" when it stopped at the limit: "1000+"."""
+    count = getattr(depth, name)
+    return f"{count}+" if depth.at_limit(name) else str(count)

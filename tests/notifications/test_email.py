@@ -58,6 +58,24 @@ def test_a_5xx_reply_fails_the_row_for_good(db, django_user_model, mail_to):
     assert (stored.status, stored.error_code) == (Status.FAILED, "SMTP_550")
 
 
+def test_a_line_break_in_the_subject_fails_for_good_without_touching_the_network(
+    db, django_user_model, mail_to
+):
+    recipient = django_user_model.objects.create_user("eve", email="eve@example.com")
+    notification = send_notification(
+        user=recipient,
+        type="welcome",
+        message_key="welcome",
+        params={"name": "Eve\r\nBcc: everyone@example.com"},
+        channels=["email"],
+    )
+    assert drain.drain_once().failed == 1
+    stored = notification.deliveries.get()
+    assert (stored.status, stored.error_code, stored.attempts) == (Status.FAILED, "BAD_MESSAGE", 1)
+    assert "linefeed" in stored.error_message
+    assert mail_to.mailbox.messages == []
+
+
 def test_a_malformed_address_fails_without_touching_the_network(db, django_user_model, mail_to):
     delivery_id = queue_email(django_user_model, "not an address")
     assert drain.drain_once().failed == 1

@@ -60,12 +60,30 @@ def test_the_deploy_checks_bite_when_a_production_setting_is_weakened():
             "DATABASE_URL must point at PostgreSQL",
         ),
         ({**PRODUCTION, "V10R_PLATFORM": "heroku"}, "V10R_PLATFORM='heroku' is not one of"),
+        ({**PRODUCTION, "CRON_SECRET": "x" * 31}, "CRON_SECRET has 31 characters; use at least 32"),
+        (
+            {**PRODUCTION, "CRON_DRAIN_SECONDS": "0.5"},
+            "CRON_DRAIN_SECONDS='0.5' must be at least 1",
+        ),
+        (
+            {**PRODUCTION, "V10R_TRUSTED_PROXIES": "one"},
+            "V10R_TRUSTED_PROXIES='one' is not a whole",
+        ),
+        (
+            {**PRODUCTION, "V10R_TRUSTED_PROXIES": "-1"},
+            "V10R_TRUSTED_PROXIES='-1' must be at least 0",
+        ),
     ],
 )
 def test_a_bad_environment_stops_start_up_with_a_message_naming_the_variable(env, message):
     result = manage("check", env=env)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_a_cron_secret_of_32_characters_is_accepted():
+    result = manage("check", env={**PRODUCTION, "CRON_SECRET": "x" * 32})
+    assert result.returncode == 0, result.stderr
 
 
 def test_debug_needs_no_other_variable():

@@ -1,0 +1,61 @@
+"""Refuse a request body by its declared size before anything reads it.
+
+Django's CSRF check reads `request.POST`, which parses (and spools to disk) the whole body, so
+a limit inside a view comes too late: a 1 GB upload would already sit in a temporary file.
+This middleware runs before it and answers 413 from the Content-Length alone. Every view gets
+DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB by default); a view that takes larger uploads
+says so with `@body_limit(max_bytes=…)`, and may word the refusal its own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import JsonResponse
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+
+ATTRIBUTE = "request_body_limit"
+
+
+def body_limit(*, max_bytes: int, message: Callable[[], str] | None = None) -> Callable:
+    """Let the decorated view accept request bodies up to max_bytes.
+
+    message, when given, returns the refusal's text (called per request, so it is translated
+    into the request's language)."""
+
+    def decorate(view: Callable) -> Callable:
+        setattr(view, ATTRIBUTE, (max_bytes, message))
+        return view
+
+    return decorate
+
+
+def _default_message(limit: int) -> str:
+    megabytes = round(limit / 2**20, 1)
+    if megabytes.is_integer():
+        megabytes = int(megabytes)
+    return _("The request is larger than %(limit)s MB.") % {"limit": number_format(megabytes)}
+
+
+class RequestBodyLimitMiddleware:
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        limit, message = getattr(view_func, ATTRIBUTE, (settings.DATA_UPLOAD_MAX_MEMORY_SIZE, None))
+        if limit is None:
+            return None
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            # Django reads such a body as empty, so there is nothing here to refuse.
+            declared = 0
+        if declared <= limit:
+            return None
+        text = message() if message else _default_message(limit)
+        return JsonResponse({"error": text}, status=413)
