@@ -1,4 +1,4 @@
-"""Dominant colours and mean luminance of straight RGBA8 pixels: the palette spec in DESIGN.md.
+"""Dominant colours and mean luminance of straight RGBA8 pixels: the palette of docs/palette.md.
 
 The server twin of static/showcases/palette.js. Both use integer arithmetic only, so on the same
 bytes they return the same swatches, in the same order, with the same shares, bit for bit.

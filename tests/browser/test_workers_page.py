@@ -179,6 +179,20 @@ def test_try_it_shows_the_notification_move_through_the_queue(site, page):
     assert csp_violations(page) == []
 
 
+def test_a_refused_try_it_says_why_in_the_live_queue(site, page, monkeypatch):
+    from showcases import queue_demo
+
+    monkeypatch.setattr(queue_demo, "PENDING_LIMIT", 1)  # the server thread shares the module
+    open_demo(page, site)
+    page.click(".try-it button[type=submit]")
+    page.wait_for_selector("[data-feed-status=pending]")
+    page.click(".try-it button[type=submit]")
+    alert = page.wait_for_selector("#queue-live .demo-error", timeout=10_000)
+    assert alert.text_content() == "The demo queue is full; try again in a minute."
+    assert page.locator("[data-feed-status]").count() == 1
+    assert csp_violations(page) == []
+
+
 def test_the_russian_page_is_in_russian(site, page):
     open_demo(page, site, "/ru" + PAGE)
     assert page.get_attribute("html", "lang") == "ru"

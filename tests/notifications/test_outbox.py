@@ -1,4 +1,4 @@
-"""The queue's invariants (DESIGN.md), each on real PostgreSQL."""
+"""The queue's invariants, each on real PostgreSQL."""
 
 from __future__ import annotations
 

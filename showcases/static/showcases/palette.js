@@ -1,4 +1,4 @@
-// Dominant colours and mean luminance of straight RGBA8 pixels — the palette spec in DESIGN.md.
+// Dominant colours and mean luminance of straight RGBA8 pixels — the palette of docs/palette.md.
 // Pure: no DOM, no workers, so Node runs it as it is. showcases/palette.py is its twin; both use
 // integer arithmetic (exact in doubles below 2**53) so they agree bit for bit on the same bytes.
 
