@@ -136,8 +136,9 @@ if CRON_SECRET and len(CRON_SECRET) < CRON_SECRET_MIN_LENGTH:
         f"{CRON_SECRET_MIN_LENGTH}. Generate one with: "
         'python -c "import secrets; print(secrets.token_urlsafe(32))"'
     )
-# How long one /cron/drain request may spend draining: below the web server's timeout
-# (deploy/gunicorn.conf.py allows 30 s), so the request answers instead of being killed.
+# How long one /cron/drain request may spend draining: below the proxy's read timeout
+# (nginx's proxy_read_timeout, 60 s in deploy/nginx.conf; a serverless host has its own), so
+# the request answers instead of being cut off.
 CRON_DRAIN_SECONDS = _env_float("CRON_DRAIN_SECONDS", default=20.0, minimum=1.0)
 
 # How many reverse proxies of ours stand in front of the app. 0 (the default): the peer

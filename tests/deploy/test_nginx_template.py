@@ -1,0 +1,82 @@
+"""deploy/nginx.conf as a template: every placeholder filled, and valid nginx once it is."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+from deploy import nginx as template
+from showcases import analysis, views
+from tests.deploy.servers import nginx_executable
+
+
+def test_every_placeholder_has_a_production_default_and_every_default_a_placeholder():
+    placeholders = set(template.PLACEHOLDER.findall(template.TEMPLATE.read_text()))
+    assert placeholders == set(template.DEFAULTS)
+
+
+def test_rendering_leaves_no_placeholder_and_uses_the_values_given():
+    text = template.render(LISTEN="127.0.0.1:8081", UPSTREAM="unix:/run/v10r/gunicorn.sock")
+    assert template.PLACEHOLDER.search(text) is None
+    assert "listen 127.0.0.1:8081 default_server;" in text
+    assert "server unix:/run/v10r/gunicorn.sock;" in text
+    # Unchanged placeholders take the production defaults.
+    assert "client_header_timeout 10s;" in text
+
+
+def test_a_misspelt_placeholder_is_an_error_not_a_silent_default():
+    with pytest.raises(KeyError, match="LISTENS"):
+        template.render(LISTENS="8080")
+
+
+def kilobytes(size: str) -> int:
+    assert size.endswith("k"), size
+    return int(size[:-1]) * 1024
+
+
+def test_the_body_limits_are_the_apps_own():
+    """nginx refuses exactly what the app would: anything above is a wasted upload, anything
+    below an upload the app would have taken."""
+    general, analyse = re.findall(r"client_max_body_size (\S+);", template.TEMPLATE.read_text())
+    assert kilobytes(general) == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    assert kilobytes(analyse) == analysis.MAX_BYTES + views.MULTIPART_OVERHEAD
+
+
+def test_the_command_line_prints_the_rendered_file():
+    result = subprocess.run(
+        [sys.executable, "deploy/nginx.py", "--set", "LISTEN=8443", "--set", "REQUEST_BURST=7"],
+        cwd=template.TEMPLATE.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "listen 8443 default_server;" in result.stdout
+    assert "burst=7 nodelay;" in result.stdout
+
+
+def test_the_production_rendering_is_valid_nginx(nginx_installed, tmp_path):
+    """Production's values as they are, but its files moved here: `nginx -t` opens them."""
+    config = tmp_path / "nginx.conf"
+    tmp_path.chmod(0o755)
+    config.write_text(
+        template.render(
+            PID=str(tmp_path / "nginx.pid"),
+            ERROR_LOG=str(tmp_path / "error.log"),
+            ACCESS_LOG=str(tmp_path / "access.log"),
+            TEMP_DIR=str(tmp_path),
+        )
+    )
+    result = subprocess.run(
+        [nginx_executable(), "-t", "-p", str(tmp_path), "-c", str(config)]
+        + ["-e", str(tmp_path / "error.log")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "test is successful" in result.stderr
