@@ -41,6 +41,10 @@ _unwritten: list[Outcome] = []
 _executors: dict[int, ThreadPoolExecutor] = {}
 
 
+# The Report fields that count rows, in the order the log line shows them.
+COUNTS = ("reaped", "claimed", "sent", "retrying", "failed", "dead", "fenced_off", "released")
+
+
 @dataclass
 class Report:
     reaped: int = 0
@@ -60,19 +64,14 @@ class Report:
 
     def add(self, other: Report) -> None:
         """Count other's rows into this report (several batches of one cron request)."""
-        for name in ("reaped", "claimed", "sent", "retrying", "failed", "dead", "fenced_off"):
+        for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.released += other.released
         self.more_due = other.more_due
 
     def line(self) -> str:
         if self.skipped:
             return "skipped: a drain is already running in this process"
-        return (
-            f"reaped={self.reaped} claimed={self.claimed} sent={self.sent} "
-            f"retrying={self.retrying} failed={self.failed} dead={self.dead} "
-            f"fenced_off={self.fenced_off} released={self.released}"
-        )
+        return " ".join(f"{name}={getattr(self, name)}" for name in COUNTS)
 
 
 def drain_once(
@@ -120,7 +119,12 @@ def drain_within(*, budget: timedelta) -> Report:
 
 
 def _drain(
-    *, batch_size: int, concurrency: int, lease: timedelta, max_attempts: int, deadline
+    *,
+    batch_size: int,
+    concurrency: int,
+    lease: timedelta,
+    max_attempts: int,
+    deadline: float | None,
 ) -> Report:
     report = Report()
     if _unwritten:
@@ -309,7 +313,14 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
     return emails, addresses, languages
 
 
-def _send_all(ready, *, concurrency: int, max_attempts: int, deadline=None, unsent=None):
+def _send_all(
+    ready,
+    *,
+    concurrency: int,
+    max_attempts: int,
+    deadline: float | None = None,
+    unsent: list[ClaimedDelivery] | None = None,
+):
     """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time.
 
     While sends are out and none finishes, yield None every FLUSH_EVERY, so the caller can
