@@ -155,7 +155,10 @@ def analyse(request):
     try:
         result = analysis.analyse(upload.read())
     except analysis.UploadError as error:
-        return JsonResponse({"error": error.message}, status=error.status)
+        headers = {}
+        if error.retry_after_seconds:
+            headers["Retry-After"] = str(error.retry_after_seconds)
+        return JsonResponse({"error": error.message}, status=error.status, headers=headers)
     return JsonResponse(result)
 
 

@@ -18,6 +18,17 @@ def collected_static(django_db_blocker):
     call_command("collectstatic", interactive=False, clear=True, verbosity=0)
 
 
+@pytest.fixture(autouse=True)
+def default_language():
+    """Start every test in English: a request to /ru/ leaves Russian active in its thread, and
+    code a later test calls outside a request would speak it."""
+    from django.utils import translation
+
+    translation.activate("en")
+    yield
+    translation.activate("en")
+
+
 @pytest.fixture
 def smtp_server():
     """An SMTP server (aiosmtpd) on a free loopback port."""

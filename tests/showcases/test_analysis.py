@@ -1,0 +1,769 @@
+"""The server lane's decoding: priced before it starts, bit-identical to a whole-image resize,
+and a 4xx (never a 500) for whatever a broken file does to the decoders."""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import random
+import re
+import struct
+import threading
+import zlib
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import translation
+from PIL import Image, JpegImagePlugin
+
+from showcases import analysis, palette
+from showcases.analysis import (
+    MAX_DECODE_BYTES,
+    DecodeCost,
+    UploadError,
+    native_bytes,
+    peak_bytes,
+    pillow_webp_cost,
+    shrink,
+    target_size,
+    webp_cost,
+)
+
+URL = "/showcases/workers/analyse/"
+
+
+@pytest.fixture(autouse=True)
+def in_english():
+    # A request to /ru/ leaves Russian active in this thread; the messages below are English.
+    with translation.override("en"):
+        yield
+
+
+def encoded(image: Image.Image, fmt: str, **params) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **params)
+    return buffer.getvalue()
+
+
+def photo(size: tuple[int, int], *, seed: int = 1) -> Image.Image:
+    """Smooth colour with a little grain, like a photograph."""
+    width, height = size
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    rgb = np.stack(
+        [
+            120 + 100 * np.sin(x / (width / 5 + 1)),
+            110 + 90 * np.cos(y / (height / 4 + 1)),
+            90 + 60 * np.sin((x + y) / (width / 3 + 1)),
+        ],
+        axis=-1,
+    )
+    rgb += np.random.default_rng(seed).normal(0, 8, size=rgb.shape)
+    return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
+
+
+def refused(data: bytes) -> UploadError:
+    with pytest.raises(UploadError) as caught:
+        analysis.analyse(data)
+    return caught.value
+
+
+def png_chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def with_png_chunks(data: bytes, chunks: list[bytes]) -> bytes:
+    """Return the PNG with chunks inserted right after its IHDR."""
+    after_ihdr = 8 + 12 + 13
+    return data[:after_ihdr] + b"".join(chunks) + data[after_ihdr:]
+
+
+def with_png_size(data: bytes, size: tuple[int, int]) -> bytes:
+    """Return the PNG with its IHDR claiming another size (and a CRC that agrees)."""
+    ihdr = data[16:29]
+    return data[:8] + png_chunk(b"IHDR", struct.pack(">II", *size) + ihdr[8:]) + data[33:]
+
+
+def with_jpeg_size(data: bytes, size: tuple[int, int]) -> bytes:
+    """Return the JPEG with its SOF claiming another size."""
+    sof = re.search(rb"\xff[\xc0\xc2]", data).start()
+    width, height = size
+    return data[: sof + 5] + struct.pack(">HH", height, width) + data[sof + 9 :]
+
+
+# --- The budget arithmetic ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "size", "expected"),
+    [
+        ("1", (8000, 6200), 49_600_000),  # one byte a pixel in memory, not one bit
+        ("L", (4000, 3000), 12_000_000),
+        ("P", (4000, 3000), 12_000_000),
+        ("I;16", (4000, 3000), 24_000_000),
+        ("LA", (4000, 3000), 48_000_000),
+        ("RGB", (4000, 3000), 48_000_000),  # stored as four bytes a pixel
+        ("RGBA", (4000, 3000), 48_000_000),
+        ("CMYK", (4000, 3000), 48_000_000),
+    ],
+)
+def test_native_bytes_are_pixels_times_the_modes_bytes_in_memory(mode, size, expected):
+    assert native_bytes(size=size, mode=mode) == expected
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["1", "L", "P", "I;16", "I;16B", "LA", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "I", "F"],
+)
+def test_the_bytes_per_pixel_are_the_ones_pillow_allocates(mode):
+    # With 4 KB blocks and 1024-pixel rows, the blocks Pillow allocates tell its row size.
+    core = Image.core
+    block_size = core.get_block_size()
+    core.set_block_size(4096)
+    try:
+        core.reset_stats()
+        Image.new(mode, (1024, 64))
+        stats = core.get_stats()
+    finally:
+        core.set_block_size(block_size)
+    blocks = stats["allocated_blocks"] + stats["reused_blocks"]
+    assert blocks * 4096 == native_bytes(size=(1024, 64), mode=mode)
+
+
+def test_the_peak_of_a_12_mp_png_adds_the_reduced_copy_a_band_and_the_result():
+    cost = DecodeCost(native=native_bytes(size=(4000, 3000), mode="RGB"))
+    # Reduced 2 × 2 to 2000 × 1500 RGBa; bands of 130 rows as RGBA and RGBa; 720 × 540 twice.
+    expected = 48_000_000 + 2000 * 1500 * 4 + 4000 * 130 * 8 + 720 * 540 * 8
+    assert peak_bytes(cost, size=(4000, 3000), target=(720, 540)) == expected
+
+
+def test_what_a_decoder_frees_when_it_ends_overlaps_with_the_shrinking():
+    size, target = (4000, 3000), (720, 540)
+    shrinking = peak_bytes(DecodeCost(native=0), size=size, target=target)
+    small = DecodeCost(native=10, transient=shrinking - 1)
+    large = DecodeCost(native=10, transient=shrinking + 1)
+    assert peak_bytes(small, size=size, target=target) == 10 + shrinking
+    assert peak_bytes(large, size=size, target=target) == 10 + shrinking + 1
+
+
+PHONE = (4080, 3072)  # 12.5 MP, the largest "12 MP" phone photos
+
+
+@pytest.mark.parametrize(
+    ("cost", "size", "target", "accepted"),
+    [
+        (webp_cost(size=PHONE, argb=True), PHONE, (720, 542), True),
+        (webp_cost(size=PHONE, argb=False), PHONE, (720, 542), True),
+        (DecodeCost(native=native_bytes(size=PHONE, mode="RGBA")), PHONE, (720, 542), True),
+        (DecodeCost(native=native_bytes(size=PHONE, mode="I;16")), PHONE, (720, 542), True),
+        # A progressive 4:4:4 JPEG drafted to 1/4: libjpeg's coefficients are full size.
+        (
+            DecodeCost(native=1020 * 768 * 4, transient=510 * 384 * 3 * 128),
+            (1020, 768),
+            (720, 542),
+            True,
+        ),
+        (
+            DecodeCost(native=native_bytes(size=(8000, 6200), mode="1")),
+            (8000, 6200),
+            (720, 558),
+            True,
+        ),
+        (
+            DecodeCost(native=native_bytes(size=(5600, 4200), mode="RGB")),
+            (5600, 4200),
+            (720, 540),
+            True,
+        ),
+        (
+            DecodeCost(native=native_bytes(size=(6000, 4500), mode="RGB")),
+            (6000, 4500),
+            (720, 540),
+            False,
+        ),
+        (webp_cost(size=(8000, 6200), argb=True), (8000, 6200), (720, 558), False),
+        # An animated WebP goes through Pillow's plugin, at 20 bytes a pixel.
+        (pillow_webp_cost(size=PHONE), PHONE, (720, 542), False),
+        (pillow_webp_cost(size=(2000, 1500)), (2000, 1500), (720, 540), True),
+        # 48 MP progressive 4:2:0: 1000 × 750 luma blocks and two chroma planes of 500 × 375.
+        (
+            DecodeCost(native=1000 * 750 * 4, transient=1_125_000 * 128),
+            (1000, 750),
+            (720, 540),
+            False,
+        ),
+        # Sixty-four zTXt chunks of a MB each, held as four bytes a character.
+        (DecodeCost(native=64 * 64, kept=4 * 64 * 2**20), (64, 64), (64, 64), False),
+    ],
+    ids=[
+        "12 MP lossless webp",
+        "12 MP lossy webp",
+        "12 MP RGBA png",
+        "12 MP 16-bit grey png",
+        "12 MP progressive jpeg",
+        "50 MP 1-bit png",
+        "23 MP RGB png",
+        "27 MP RGB png",
+        "50 MP lossless webp",
+        "12 MP animated webp",
+        "3 MP animated webp",
+        "48 MP progressive jpeg",
+        "png text bomb",
+    ],
+)
+def test_the_budget_takes_every_12_mp_phone_photo_and_refuses_the_bombs(
+    cost, size, target, accepted
+):
+    assert (peak_bytes(cost, size=size, target=target) <= MAX_DECODE_BYTES) is accepted
+
+
+@pytest.mark.parametrize(
+    ("subsampling", "expected_blocks"),
+    # 400 × 300: luma 50 × 38 blocks (38 rounds up to 2 × 19 MCUs at 4:2:0), chroma 25 × 19.
+    [(2, 50 * 38 + 2 * 25 * 19), (0, 3 * 50 * 38)],
+    ids=["4:2:0", "4:4:4"],
+)
+def test_a_progressive_jpeg_is_charged_libjpegs_whole_coefficient_buffer(
+    subsampling, expected_blocks
+):
+    image = photo((400, 300))
+    progressive = encoded(image, "JPEG", progressive=True, subsampling=subsampling)
+    baseline = encoded(image, "JPEG", subsampling=subsampling)
+    assert analysis._walk(progressive).coefficient_bytes == expected_blocks * 128
+    assert analysis._walk(baseline).coefficient_bytes == 0
+
+
+# --- Shrinking in bands -------------------------------------------------------------------
+
+
+def _in_mode(mode: str, size: tuple[int, int]) -> Image.Image:
+    rng = np.random.default_rng(sum(size))
+    rgba = rng.integers(0, 256, size=(size[1], size[0], 4), dtype=np.uint8)
+    rgba[::7, :, 3] = 0  # fully transparent rows and opaque ones: premultiplying must agree
+    rgba[::5, :, 3] = 255
+    image = Image.fromarray(rgba)
+    if mode == "RGBA":
+        return image
+    if mode in {"P", "P+transparency"}:
+        paletted = image.convert("RGB").quantize(48)
+        if mode == "P+transparency":
+            paletted.info["transparency"] = bytes(range(0, 240, 5))
+        return paletted
+    if mode == "RGB+transparency":
+        rgb = image.convert("RGB")
+        rgb.info["transparency"] = tuple(int(v) for v in rgba[0, 0, :3])
+        return rgb
+    if mode == "I;16":
+        return image.convert("L").convert("I;16")
+    return image.convert(mode)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["RGBA", "RGB", "L", "LA", "1", "P", "P+transparency", "RGB+transparency", "I;16", "CMYK"],
+)
+@pytest.mark.parametrize(
+    "size",
+    # Factors 2 × 2; 4 × 4 and 6 × 8 with partial last blocks; none (1 × 1); tall.
+    [(2900, 41), (6000, 25), (4500, 17), (1500, 1100), (37, 3100)],
+)
+@pytest.mark.parametrize("band_pixels", [analysis.BAND_PIXELS, 3000], ids=["bands", "thin bands"])
+def test_shrinking_in_bands_gives_the_very_pixels_of_a_whole_image_resize(
+    monkeypatch, mode, size, band_pixels
+):
+    monkeypatch.setattr(analysis, "BAND_PIXELS", band_pixels)
+    image = _in_mode(mode, size)
+    target = target_size(size)
+    whole = image.convert("RGBA").resize(target, Image.Resampling.BILINEAR, reducing_gap=2.0)
+    banded = shrink(image, target)
+    assert banded.mode == "RGBA"
+    assert banded.size == target
+    assert np.array_equal(np.asarray(banded), np.asarray(whole))
+
+
+def test_an_image_already_small_enough_is_only_converted():
+    image = _in_mode("LA", (300, 200))
+    assert np.array_equal(np.asarray(shrink(image, (300, 200))), np.asarray(image.convert("RGBA")))
+
+
+# --- JPEG and MPO -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def drafts(monkeypatch) -> list:
+    seen = []
+    original = JpegImagePlugin.JpegImageFile.draft
+
+    def draft(self, mode, size):
+        requested = (self.format, self.size, mode, size)
+        result = original(self, mode, size)
+        seen.append((*requested, self.size))
+        return result
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", draft)
+    return seen
+
+
+def test_an_mpo_is_decoded_from_the_dct_at_reduced_size_like_a_jpeg(drafts):
+    picture = photo((2400, 1800))
+    mpo = encoded(picture, "MPO", save_all=True, append_images=[photo((600, 450), seed=2)])
+    jpeg = encoded(picture, "JPEG")
+    from_mpo = analysis.analyse(mpo)
+    from_jpeg = analysis.analyse(jpeg)
+    assert drafts == [
+        ("MPO", (2400, 1800), "RGB", (720, 540), (1200, 900)),
+        ("JPEG", (2400, 1800), "RGB", (720, 540), (1200, 900)),
+    ]
+    # The MPO's first frame is the JPEG's very bitstream, so the palettes agree to the bit.
+    assert from_mpo["swatches"] == from_jpeg["swatches"]
+    assert from_mpo["luminance"] == from_jpeg["luminance"]
+
+
+def test_an_mpo_is_walked_only_up_to_the_end_of_its_first_frame():
+    picture = photo((400, 300))
+    mpo = encoded(
+        picture, "MPO", save_all=True, append_images=[photo((400, 300), seed=2)], progressive=True
+    )
+    first = encoded(picture, "JPEG", progressive=True)
+    assert analysis._walk(mpo).scans == analysis._walk(first).scans
+
+
+# --- WebP through libwebp -----------------------------------------------------------------
+
+
+def test_libwebp_is_found_beside_pillows_webp_module():
+    assert analysis._LIBWEBP is not None
+
+
+WEBP_KINDS = ["lossy", "lossless", "lossy with alpha", "lossless with alpha"]
+
+
+@functools.cache
+def _webps() -> dict[str, bytes]:
+    picture = photo((300, 200))
+    with_alpha = picture.copy()
+    with_alpha.putalpha(
+        Image.fromarray((np.arange(200 * 300) % 256).astype(np.uint8).reshape(200, 300))
+    )
+    return {
+        "lossy": encoded(picture, "WEBP", quality=80),
+        "lossless": encoded(picture, "WEBP", lossless=True),
+        "lossy with alpha": encoded(with_alpha, "WEBP", quality=80),
+        "lossless with alpha": encoded(with_alpha, "WEBP", lossless=True),
+    }
+
+
+@pytest.mark.parametrize("kind", WEBP_KINDS)
+def test_libwebp_decodes_the_pixels_pillows_webp_plugin_does(kind):
+    data = _webps()[kind]
+    ours = analysis._decode_webp(data, size=(300, 200))
+    pillows = Image.open(io.BytesIO(data)).convert("RGBA")
+    assert ours.mode == "RGBA"
+    assert np.array_equal(np.asarray(ours), np.asarray(pillows))
+
+
+def test_without_libwebp_a_webp_goes_through_pillows_plugin_to_the_same_palette(monkeypatch):
+    data = encoded(photo((1600, 1200)), "WEBP", lossless=True)
+    direct = analysis.analyse(data)
+    monkeypatch.setattr(analysis, "_LIBWEBP", None)
+    through_pillow = analysis.analyse(data)
+    assert through_pillow["swatches"] == direct["swatches"]
+    assert through_pillow["luminance"] == direct["luminance"]
+
+
+def test_an_animated_webp_is_analysed_from_its_first_frame():
+    first, second = photo((200, 150)), photo((200, 150), seed=5)
+    data = encoded(first, "WEBP", save_all=True, append_images=[second], lossless=True)
+    expected = palette.dominant_colors(np.asarray(first.convert("RGBA")))
+    assert analysis.analyse(data)["swatches"] == expected
+
+
+# --- Refusals -----------------------------------------------------------------------------
+
+
+def _vp8l_with_size(size: tuple[int, int]) -> bytes:
+    """A lossless WebP whose header claims size: libwebp reads it without decoding."""
+    data = bytearray(encoded(Image.new("RGB", (8, 8), (20, 80, 160)), "WEBP", lossless=True))
+    assert data[12:16] == b"VP8L"
+    width, height = size
+    bits = struct.unpack_from("<I", data, 21)[0] & ~((1 << 28) - 1)
+    struct.pack_into("<I", data, 21, bits | (width - 1) | (height - 1) << 14)
+    return bytes(data)
+
+
+def test_a_tiny_webp_claiming_50_mp_is_refused_before_it_is_decoded():
+    error = refused(_vp8l_with_size((8000, 6200)))
+    assert error.status == 413
+    assert "would take 426 MB of memory, more than the 112 MB" in error.message
+
+
+def test_a_png_claiming_more_than_the_budget_is_refused_before_it_is_decoded():
+    data = with_png_size(encoded(photo((64, 48)), "PNG"), (6000, 4500))
+    error = refused(data)
+    assert error.status == 413
+    assert "Decoding this image would take" in error.message
+
+
+def test_a_large_progressive_jpeg_is_refused_and_a_large_baseline_one_is_not():
+    progressive = with_jpeg_size(encoded(photo((64, 48)), "JPEG", progressive=True), (8000, 6000))
+    baseline = with_jpeg_size(encoded(photo((64, 48)), "JPEG"), (8000, 6000))
+    assert refused(progressive).status == 413
+    # libjpeg decodes the baseline one at 1/8 size (filling in what its short data lacks).
+    result = analysis.analyse(baseline)
+    assert (result["sourceWidth"], result["width"]) == (8000, 720)
+
+
+def test_png_text_that_would_decompress_past_the_budget_is_refused():
+    bomb = b"note\x00\x00" + zlib.compress(b"a" * 2**20, 9)
+    data = with_png_chunks(encoded(photo((64, 48)), "PNG"), [png_chunk(b"zTXt", bomb)] * 40)
+    assert len(data) < 100_000
+    error = refused(data)
+    assert error.status == 413
+    assert "Decoding this image would take" in error.message
+
+
+def test_a_png_with_ordinary_text_is_analysed():
+    chunk = png_chunk(b"zTXt", b"Comment\x00\x00" + zlib.compress(b"made on a phone"))
+    assert analysis.analyse(with_png_chunks(encoded(photo((64, 48)), "PNG"), [chunk]))["swatches"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # 2,000 empty chunks in 30 KB: Pillow would walk each in Python.
+        with_png_chunks(encoded(photo((64, 48)), "PNG"), [png_chunk(b"prVt", b"")] * 2000),
+        # The 20 MB PNG of one-byte IDAT chunks, scaled down.
+        b"".join(
+            [
+                encoded(photo((64, 48)), "PNG")[:33],
+                *(png_chunk(b"IDAT", bytes([b])) for b in zlib.compress(random.randbytes(9264))),
+                png_chunk(b"IEND", b""),
+            ]
+        ),
+        # Empty APP1 segments and fill bytes before the first scan.
+        b"\xff\xd8" + b"\xff\xe1\x00\x02" * 3000 + encoded(photo((64, 48)), "JPEG")[2:],
+        b"\xff\xd8" + b"\xff" * 50_000 + encoded(photo((64, 48)), "JPEG")[2:],
+    ],
+    ids=["png empty chunks", "png one-byte IDATs", "jpeg empty segments", "jpeg fill bytes"],
+)
+def test_a_file_of_absurdly_many_parts_for_its_size_is_refused(data):
+    error = refused(data)
+    assert error.status == 413
+    assert "too many parts for its size" in error.message
+
+
+def _with_scans(data: bytes, total: int) -> bytes:
+    """Return the progressive JPEG with empty scans added until it has total."""
+    have = analysis._walk(data).scans
+    empty_scan = bytes.fromhex("ffda0008010100013f10")
+    return data[:-2] + empty_scan * (total - have) + data[-2:]
+
+
+def test_a_jpeg_may_have_64_scans_but_not_65():
+    data = encoded(photo((64, 48)), "JPEG", progressive=True)
+    assert analysis.analyse(_with_scans(data, 64))["swatches"]
+    error = refused(_with_scans(data, 65))
+    assert error.status == 413
+    assert "too many parts" in error.message
+
+
+def test_an_apng_is_walked_only_up_to_its_second_frame():
+    frames = [photo((8, 8), seed=n) for n in range(400)]
+    data = encoded(frames[0], "PNG", save_all=True, append_images=frames[1:])
+    # More chunks than the limit allows for its size, but Pillow reads only the first frame's.
+    assert len(_parts("PNG", data)[1]) > analysis.MAX_PARTS + len(data) // analysis.BYTES_PER_PART
+    assert analysis._walk(data).parts < 10
+    assert analysis.analyse(data)["swatches"]
+
+
+def test_what_a_decoder_raises_on_a_broken_file_is_a_400_with_its_words():
+    data = encoded(photo((300, 200)), "WEBP")
+    error = refused(data[:-200])
+    assert error.status == 400
+    assert error.message.startswith("The image could not be decoded: ")
+
+
+def test_an_unexpected_decoder_error_is_a_400_and_a_logged_traceback(monkeypatch, caplog):
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("a decoder bug")
+
+    monkeypatch.setattr(Image.Image, "convert", broken)
+    with caplog.at_level(logging.ERROR, logger="showcases.analysis"):
+        error = refused(encoded(photo((64, 48)), "PNG"))
+    assert (error.status, error.message) == (400, "The image could not be decoded: a decoder bug")
+    [record] = caplog.records
+    assert record.exc_info[0] is RuntimeError
+
+
+def test_an_error_after_decoding_is_not_mistaken_for_a_broken_file(monkeypatch):
+    def broken(pixels, count=6):
+        raise RuntimeError("a palette bug")
+
+    monkeypatch.setattr(palette, "dominant_colors", broken)
+    with pytest.raises(RuntimeError, match="a palette bug"):
+        analysis.analyse(encoded(photo((64, 48)), "PNG"))
+
+
+# --- Decode slots -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def one_slot(monkeypatch) -> threading.BoundedSemaphore:
+    slots = threading.BoundedSemaphore(1)
+    monkeypatch.setattr(analysis, "_decode_slots", slots)
+    monkeypatch.setattr(analysis, "DECODE_WAIT", timedelta(0))
+    return slots
+
+
+def test_when_every_decode_slot_is_taken_the_upload_is_told_when_to_retry(one_slot):
+    one_slot.acquire()
+    error = refused(encoded(photo((64, 48)), "PNG"))
+    assert (error.status, error.retry_after_seconds) == (503, 5)
+    assert error.message == "The server is busy decoding other images; try again in 5 s."
+
+
+def test_a_file_refused_before_decoding_does_not_wait_for_a_slot(one_slot):
+    one_slot.acquire()
+    assert refused(_vp8l_with_size((8000, 6200))).status == 413
+
+
+def test_a_failed_decode_gives_its_slot_back(one_slot):
+    whole = encoded(photo((64, 48)), "PNG")
+    assert refused(whole[: len(whole) // 2]).status == 400
+    assert analysis.analyse(whole)["swatches"]
+
+
+# --- Through the endpoint -----------------------------------------------------------------
+
+
+def post(client, data: bytes, *, address: str = "127.0.0.1", prefix: str = ""):
+    upload = SimpleUploadedFile("upload", data, content_type="application/octet-stream")
+    return client.post(prefix + URL, {"image": upload}, REMOTE_ADDR=address)
+
+
+@pytest.mark.django_db
+def test_the_endpoint_answers_a_busy_process_with_503_and_a_message(client, one_slot):
+    one_slot.acquire()
+    response = post(client, encoded(photo((64, 48)), "PNG"))
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert "busy decoding other images" in response.json()["error"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("prefix", "data", "message"),
+    [
+        ("/ru", _vp8l_with_size((8000, 6200)), "Для декодирования этого изображения нужно 426 МБ"),
+        ("/de", _vp8l_with_size((8000, 6200)), "Zum Dekodieren dieses Bildes wären 426 MB"),
+        ("/ru", b"\xff\xd8" + b"\xff\xfe\x00\x02" * 2000 + b"\xff\xd9", "слишком много частей"),
+        ("/de", b"\xff\xd8" + b"\xff\xfe\x00\x02" * 2000 + b"\xff\xd9", "zu vielen Teilen"),
+    ],
+    ids=["ru memory", "de memory", "ru parts", "de parts"],
+)
+def test_the_refusals_are_translated(client, prefix, data, message):
+    response = post(client, data, prefix=prefix)
+    assert response.status_code == 413
+    assert message in response.json()["error"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        ("/ru", "Сервер занят декодированием других изображений; попробуйте снова через 5 с."),
+        ("/de", "Der Server dekodiert gerade andere Bilder; versuchen Sie es in 5 s erneut."),
+    ],
+    ids=["ru", "de"],
+)
+def test_the_busy_answer_is_translated(client, one_slot, prefix, message):
+    one_slot.acquire()
+    response = post(client, encoded(photo((64, 48)), "PNG"), prefix=prefix)
+    assert response.json()["error"] == message
+
+
+# --- Fuzzing the endpoint -----------------------------------------------------------------
+
+
+def _seeds() -> dict[str, list[bytes]]:
+    """Small valid files of every accepted format, in the variants decoders treat apart."""
+    picture = photo((64, 48))
+    with_alpha = picture.copy()
+    with_alpha.putalpha(picture.convert("L"))
+    wide = photo((1500, 40), seed=3)  # shrunk, and drafted as a JPEG
+    paletted = picture.quantize(32)
+    paletted.info["transparency"] = 3
+    second = photo((64, 48), seed=4)
+    return {
+        "PNG": [
+            encoded(picture, "PNG"),
+            encoded(with_alpha, "PNG"),
+            encoded(paletted, "PNG"),
+            encoded(picture.convert("L"), "PNG"),
+            encoded(picture.convert("1"), "PNG"),
+            encoded(picture.convert("L").convert("I;16"), "PNG"),
+            encoded(picture.convert("LA"), "PNG"),
+            encoded(wide, "PNG"),
+            encoded(picture, "PNG", save_all=True, append_images=[second]),
+        ],
+        "JPEG": [
+            encoded(picture, "JPEG"),
+            encoded(picture, "JPEG", progressive=True),
+            encoded(picture.convert("L"), "JPEG"),
+            encoded(picture.convert("CMYK"), "JPEG"),
+            encoded(wide, "JPEG", quality=60),
+            encoded(wide, "JPEG", progressive=True),
+        ],
+        "MPO": [
+            encoded(picture, "MPO", save_all=True, append_images=[second]),
+            encoded(wide, "MPO", save_all=True, append_images=[picture]),
+        ],
+        "WEBP": [
+            encoded(picture, "WEBP"),
+            encoded(picture, "WEBP", lossless=True),
+            encoded(with_alpha, "WEBP"),
+            encoded(with_alpha, "WEBP", lossless=True),
+            encoded(wide, "WEBP"),
+            encoded(picture, "WEBP", save_all=True, append_images=[second], duration=40),
+        ],
+    }
+
+
+_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+
+
+def _parts(fmt: str, data: bytes) -> tuple[bytes, list[bytes]]:
+    """Split a file into its head and its chunks (PNG, RIFF) or marker segments (JPEG)."""
+    if fmt in {"JPEG", "MPO"}:
+        cuts = [m.start() for m in _MARKER.finditer(data, 2)] + [len(data)]
+        return data[:2], [data[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    head, step, unpack = (8, 12, ">I") if fmt == "PNG" else (12, 8, "<I")
+    parts, position = [], head
+    while position + 8 <= len(data):
+        (length,) = struct.unpack_from(unpack, data, position + (0 if fmt == "PNG" else 4))
+        end = position + step + length + (length & 1 if fmt == "WEBP" else 0)
+        parts.append(data[position:end])
+        position = end
+    return data[:head], parts
+
+
+def _joined(fmt: str, head: bytes, parts: list[bytes], rng: random.Random) -> bytes:
+    body = b"".join(parts)
+    if fmt == "WEBP" and rng.random() < 0.8:
+        head = head[:4] + struct.pack("<I", len(body) + 4) + head[8:]  # a RIFF size that fits
+    return head + body
+
+
+def _truncated(rng, fmt, data, pool):
+    return data[: rng.randrange(len(data))]
+
+
+def _bit_flipped(rng, fmt, data, pool):
+    flipped = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+    return bytes(flipped)
+
+
+def _overwritten(rng, fmt, data, pool):
+    start, length = rng.randrange(len(data)), rng.randint(1, 16)
+    filler = bytes(rng.choice([0, 0xFF, rng.randrange(256)]) for _ in range(length))
+    return data[:start] + filler + data[start + length :]
+
+
+def _chunk_spliced(rng, fmt, data, pool):
+    head, parts = _parts(fmt, data)
+    donors = _parts(fmt, rng.choice(pool[fmt]))[1] or [b""]
+    for _ in range(rng.randint(1, 3)):
+        if not parts:
+            break
+        i, j = rng.randrange(len(parts)), rng.randrange(len(parts))
+        operation = rng.randrange(4)
+        if operation == 0:
+            del parts[i]
+        elif operation == 1:
+            parts.insert(i, parts[i])
+        elif operation == 2:
+            parts[i], parts[j] = parts[j], parts[i]
+        else:
+            parts.insert(i, rng.choice(donors))
+    return _joined(fmt, head, parts, rng)
+
+
+def _header_mutated(rng, fmt, data, pool):
+    # Flip bits inside one of the first parts and repair the PNG CRC, so the decoders believe
+    # the header and go deeper than a checksum error.
+    head, parts = _parts(fmt, data)
+    if not parts:
+        return _bit_flipped(rng, fmt, data, pool)
+    i = rng.randrange(min(len(parts), 4))
+    part = bytearray(parts[i])
+    for _ in range(rng.randint(1, 4)):
+        part[rng.randrange(len(part))] ^= 1 << rng.randrange(8)
+    if fmt == "PNG" and len(part) >= 12:
+        part[-4:] = struct.pack(">I", zlib.crc32(bytes(part[4:-4])))
+    parts[i] = bytes(part)
+    return _joined(fmt, head, parts, rng)
+
+
+def _polyglot(rng, fmt, data, pool):
+    other = rng.choice([seed for seeds in pool.values() for seed in seeds])
+    kind = rng.randrange(5)
+    if kind == 0:
+        return data + other
+    if kind == 1:
+        return other[:16] + data[16:]
+    if kind == 2:
+        return data[: len(data) // 2] + other[len(other) // 2 :]
+    if kind == 3:
+        return data[:20] + other
+    return data + b"PK\x03\x04" + rng.randbytes(64)  # a zip appended, as in a GIFAR
+
+
+MUTATIONS = [_truncated, _bit_flipped, _overwritten, _chunk_spliced, _header_mutated, _polyglot]
+FUZZ_CASES = 3000
+
+
+def _wrong_answer(response) -> str | None:
+    """Return what is wrong with the endpoint's answer, or None."""
+    status = response.status_code
+    if status != 200 and not (400 <= status < 500 or status == 503):
+        return f"status {status}"
+    if response.get("Content-Type") != "application/json":
+        return f"status {status}, {response.get('Content-Type')}"
+    body = response.json()
+    if status == 200:
+        return None if isinstance(body.get("swatches"), list) else f"200 without swatches: {body}"
+    error = body.get("error")
+    return None if isinstance(error, str) and error else f"{status} without an error: {body}"
+
+
+@pytest.mark.django_db
+# Pillow warns about the broken files it still reads (corrupt EXIF, a malformed MPO index).
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_thousands_of_broken_files_of_every_format_never_get_a_500(client):
+    seeds = _seeds()
+    formats = sorted(seeds)
+    rng = random.Random(20261201)
+    wrong, statuses = [], {fmt: set() for fmt in formats}
+    for i in range(FUZZ_CASES):
+        fmt = formats[i % len(formats)]
+        mutation = MUTATIONS[i // len(formats) % len(MUTATIONS)]
+        data = mutation(rng, fmt, rng.choice(seeds[fmt]), seeds)
+        case = f"#{i} {fmt} {mutation.__name__} ({len(data)} bytes)"
+        address = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"  # under the rate limit
+        try:
+            response = post(client, data, address=address)
+        except Exception as exc:  # the test client re-raises what the view raised
+            wrong.append(f"{case}: raised {exc!r}")
+            continue
+        statuses[fmt].add(response.status_code)
+        if problem := _wrong_answer(response):
+            wrong.append(f"{case}: {problem}")
+    assert wrong == []
+    # The fuzzing reached both sides: files that still decode and files that are refused.
+    for fmt in formats:
+        assert 200 in statuses[fmt], fmt
+        assert 400 in statuses[fmt], fmt
