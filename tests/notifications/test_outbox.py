@@ -204,9 +204,7 @@ def test_each_lane_of_the_claim_reads_its_own_index(db, user):
         for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
             execute(f"SET LOCAL {setting} = off")
         with connection.cursor() as cursor:
-            cursor.execute(
-                "EXPLAIN " + outbox.CLAIM_SQL, {"batch_size": 10, "demo_batch_size": 4}
-            )
+            cursor.execute("EXPLAIN " + outbox.CLAIM_SQL, {"batch_size": 10, "demo_batch_size": 4})
             plan = "\n".join(row[0] for row in cursor.fetchall())
         transaction.set_rollback(True)
     assert "using deliveries_claim on" in plan

@@ -84,8 +84,10 @@ def test_a_running_drain_loop_tidies_up_on_its_idle_ticks(leftovers, smtp_server
     drain = start_drain(url=database_url(), smtp_port=smtp_server.port)
     try:
         tidied = poll(
-            lambda: not Session.objects.filter(session_key="expired" * 4).exists()
-            and not NotificationDelivery.objects.filter(pk=leftovers["gone"]).exists(),
+            lambda: (
+                not Session.objects.filter(session_key="expired" * 4).exists()
+                and not NotificationDelivery.objects.filter(pk=leftovers["gone"]).exists()
+            ),
             seconds=30,
         )
     finally:
