@@ -7,7 +7,7 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from notifications import backoff, heartbeat, outbox
 from showcases import analysis, queue_demo, sample
@@ -54,7 +54,7 @@ def _demo_messages() -> dict[str, str]:
     }
 
 
-@require_GET
+@require_safe
 def workers(request):
     context = {
         "demo_messages": _demo_messages(),
@@ -73,7 +73,7 @@ def workers(request):
     return render(request, "showcases/workers.html", context)
 
 
-@require_GET
+@require_safe
 def queue(request):
     """The live queue: depth, loop status and the visitor's feed (polled by htmx)."""
     return render(request, "showcases/workers.html#queue-live", _queue_context(request))
@@ -162,7 +162,7 @@ def analyse(request):
     return JsonResponse(result)
 
 
-@require_GET
+@require_safe
 def sample_photo(request):
     response = HttpResponse(sample.sample_jpeg(), content_type="image/jpeg")
     response["Cache-Control"] = "public, max-age=86400"

@@ -16,3 +16,8 @@ urlpatterns += i18n_patterns(
     path("admin/", admin.site.urls),
     prefix_default_language=False,
 )
+
+handler400 = "v10r.views.bad_request"
+handler403 = "v10r.views.permission_denied"
+handler404 = "v10r.views.page_not_found"
+handler500 = "v10r.views.server_error"
