@@ -129,6 +129,9 @@ def main() -> None:
         "notifications": f"{base}/notification/",
         "notification detail (deliveries inline)": f"{base}/notification/{notification.pk}/change/",
         "deliveries in Russian": f"/ru{base}/notificationdelivery/",
+        # Not the admin: the public page's live queue, which every visitor polls every 2 s.
+        "public queue poll (/showcases/workers/queue/)": "/showcases/workers/queue/",
+        "public workers page": "/showcases/workers/",
     }
     print(f"\nAdmin pages with {args.rows:,} deliveries, medians of {args.runs}\n")
     print("| page | ms | ≤ 300 ms |")

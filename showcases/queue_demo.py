@@ -2,7 +2,7 @@
 
 Visitors share the site's queue, so their rows are kept from hurting real deliveries: the
 claim takes them in a lane of their own behind every real row (notifications/outbox.py), at
-most PENDING_LIMIT of them wait at once, they never count as needing a staff member's
+most PENDING_LIMIT of them are due at once, they never count as needing a staff member's
 attention, and finished ones are deleted KEEP after they were queued.
 """
 
@@ -12,8 +12,9 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Q
 
-from notifications.models import Notification, NotificationDelivery, Status
+from notifications.models import DatabaseNow, Notification, NotificationDelivery, Status
 from notifications.send import send_notification
 
 DEMO_USERNAME = "demo-visitor"
@@ -21,6 +22,7 @@ FEED_SIZE = 8
 # Site-wide: about 40 s of demo sends at one round of 0.8 s sends per batch.
 PENDING_LIMIT = 200
 KEEP = timedelta(minutes=10)
+SOON = timedelta(minutes=1)
 
 
 class QueueFull(Exception):
@@ -39,11 +41,16 @@ def demo_user():
 
 
 def waiting() -> int:
-    """Count demo rows not yet finished, up to PENDING_LIMIT (counting further is pointless)."""
-    unfinished = NotificationDelivery.objects.filter(
-        channel="demo", status__in=[Status.PENDING, Status.PROCESSING]
+    """Count the demo rows the drain has to work on soon, up to PENDING_LIMIT.
+
+    Rows being sent, and rows due within SOON. A failing row waiting out its backoff (up to
+    half an hour) costs nothing meanwhile, and counting it would let one visitor who keeps
+    asking for failures hold the demo queue full for everybody."""
+    soon = NotificationDelivery.objects.filter(channel="demo").filter(
+        Q(status=Status.PROCESSING)
+        | Q(status=Status.PENDING, next_attempt_at__lte=DatabaseNow() + SOON)
     )
-    return unfinished[:PENDING_LIMIT].count()
+    return soon[:PENDING_LIMIT].count()
 
 
 def enqueue(*, label: str, fail: bool) -> Notification:

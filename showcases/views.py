@@ -54,9 +54,8 @@ def _demo_messages() -> dict[str, str]:
     }
 
 
-@require_safe
-def workers(request):
-    context = {
+def _page_context(request) -> dict:
+    return {
         "demo_messages": _demo_messages(),
         "claim_sql": outbox.CLAIM_SQL,
         "policy": {
@@ -70,7 +69,11 @@ def workers(request):
         },
         **_queue_context(request),
     }
-    return render(request, "showcases/workers.html", context)
+
+
+@require_safe
+def workers(request):
+    return render(request, "showcases/workers.html", _page_context(request))
 
 
 @require_safe
@@ -80,12 +83,12 @@ def queue(request):
 
 
 def _try_refused(request, *, message: str, status: int, retry_after_seconds: int):
-    response = render(
-        request,
-        "showcases/workers.html#queue-live",
-        {**_queue_context(request), "try_error": message},
-        status=status,
-    )
+    if request.htmx:
+        template, context = "showcases/workers.html#queue-live", _queue_context(request)
+    else:
+        # Without JavaScript the form posted the whole page away: answer with the page.
+        template, context = "showcases/workers.html", _page_context(request)
+    response = render(request, template, {**context, "try_error": message}, status=status)
     response["Retry-After"] = str(retry_after_seconds)
     response["X-Queue-Fragment"] = "refused"  # swapped in by queue-live.js all the same
     return response
@@ -112,8 +115,10 @@ def try_it(request):
     except queue_demo.QueueFull:
         return _try_refused(
             request,
+            # 429, not 503: the site is fine, the demo is busy (and 5xx answers are logged as
+            # server errors, which a visitor could fill the log with).
             message=_("The demo queue is full; try again in a minute."),
-            status=503,
+            status=429,
             retry_after_seconds=60,
         )
     request.session[SESSION_KEY] = [str(notification.pk), *mine][: queue_demo.FEED_SIZE]

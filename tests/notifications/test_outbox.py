@@ -432,6 +432,36 @@ def test_a_limited_queue_depth_stops_counting_at_the_limit_and_says_so(db, user)
     assert outbox.queue_depth().pending == 7
 
 
+def test_a_limited_queue_depth_reads_only_indexes_at_any_table_size(db, user):
+    make_deliveries(user, 5)
+    make_deliveries(user, 5, channel="demo")
+    execute("ANALYZE notifications.notification_deliveries")
+    with transaction.atomic():
+        # Forbidden, a sequential scan shows up only where no index could serve the count.
+        execute("SET LOCAL enable_seqscan = off")
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + outbox.QUEUE_DEPTH_SQL, {"limit": 1000})
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    assert "Seq Scan on notification_deliveries" not in plan
+    assert plan.count("Limit") == 8  # every count stops at the limit
+
+
+def test_a_limited_queue_depth_estimates_sent_from_the_statistics_of_a_large_table(
+    db, user, monkeypatch
+):
+    make_deliveries(user, 40)
+    for claimed in outbox.claim(batch_size=30):
+        outbox.mark_sent(claimed, provider_message_id="m")
+    execute("ANALYZE notifications.notification_deliveries")
+    monkeypatch.setattr(outbox, "EXACT_SENT_BELOW_ROWS", 0)
+    # 30 of the 40 rows are sent; the pending count stopped at 5, so "the rest are sent"
+    # would say 35: the statistics' share of 'sent' says 30.
+    depth = outbox.queue_depth(limit=5)
+    assert (depth.sent, depth.sent_is_estimate, depth.pending) == (30, True, 5)
+    assert outbox.queue_depth().sent == 30
+
+
 def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
     ids = make_deliveries(user, 6)
     claims = {c.id: c for c in outbox.claim(batch_size=4)}

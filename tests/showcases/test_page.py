@@ -131,13 +131,42 @@ def test_a_full_demo_queue_says_so_and_queues_nothing(client, monkeypatch):
 
     monkeypatch.setattr(queue_demo, "PENDING_LIMIT", 3)
     codes = [client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code for _ in range(4)]
-    assert codes == [200, 200, 200, 503]
+    assert codes == [200, 200, 200, 429]
     full = client.post(PAGE + "try/", HTTP_HX_REQUEST="true")
     assert full["Retry-After"] == "60"
     assert "The demo queue is full; try again in a minute." in full.content.decode()
     assert NotificationDelivery.objects.filter(channel="demo").count() == 3
     # Finished rows make room again.
     drain.drain_once(batch_size=10, concurrency=4)
+    assert client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code == 200
+
+
+def test_a_refused_try_without_javascript_gets_the_whole_page_with_the_reason(client):
+    for _ in range(10):
+        client.post(PAGE + "try/")
+    response = client.post(PAGE + "try/")
+    body = response.content.decode()
+    assert response.status_code == 429
+    assert body.lstrip().startswith("<!doctype html>")
+    assert '<p class="demo-error" role="alert">Too many tries; wait' in body
+
+
+def test_demo_rows_waiting_out_a_long_backoff_do_not_fill_the_demo_queue(client, monkeypatch):
+    from django.db import connection
+
+    from showcases import queue_demo
+
+    monkeypatch.setattr(queue_demo, "PENDING_LIMIT", 2)
+    for _ in range(2):
+        client.post(PAGE + "try/", {"fail": "1"}, HTTP_HX_REQUEST="true")
+    assert client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code == 429
+    # Both failed a few times and now wait 8 minutes for their next send.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE notifications.notification_deliveries SET attempts = 3, "
+            "next_attempt_at = now() + interval '8 minutes' WHERE channel = 'demo'"
+        )
+    assert queue_demo.waiting() == 0
     assert client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code == 200
 
 
