@@ -35,8 +35,10 @@ def cron_drain(request):
     secret = settings.CRON_SECRET
     if not secret:
         raise Http404("The cron trigger is off: CRON_SECRET is not set.")
+    # Every try is counted before the comparison, and forgiven when the secret was right, so
+    # concurrent guesses cannot all slip under the limit before any of them is counted.
     guesses_key = f"cron-guess:{clients.address(request)}"
-    guesses = ratelimit.peek(key=guesses_key, limit=GUESS_LIMIT, window=GUESS_WINDOW)
+    guesses = ratelimit.hit(key=guesses_key, limit=GUESS_LIMIT, window=GUESS_WINDOW)
     if not guesses.allowed:
         return _too_many(
             f"Too many wrong secrets from this address; try again in "
@@ -47,12 +49,12 @@ def cron_drain(request):
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         token.strip().encode(), secret.encode()
     ):
-        ratelimit.hit(key=guesses_key, limit=GUESS_LIMIT, window=GUESS_WINDOW)
         return JsonResponse(
             {"error": "Send the cron secret as 'Authorization: Bearer <CRON_SECRET>'."},
             status=401,
             headers={"WWW-Authenticate": 'Bearer realm="cron"'},
         )
+    ratelimit.forgive(key=guesses_key)
     verdict = ratelimit.hit(key="cron:drain", limit=CRON_LIMIT, window=CRON_WINDOW)
     if not verdict.allowed:
         return _too_many(

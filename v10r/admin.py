@@ -26,22 +26,22 @@ class ThrottledLoginForm(AdminAuthenticationForm):
     the client address for one form."""
 
     def clean(self):
+        # Counted before the password is checked, and forgiven when it was right: counted
+        # after, a burst of concurrent guesses would all pass the check before any counted.
         keys = self._keys()
-        for key, limit in keys:
-            verdict = ratelimit.peek(key=key, limit=limit, window=LOGIN_WINDOW)
-            if not verdict.allowed:
-                minutes = -(-verdict.retry_after_seconds // 60)
-                raise ValidationError(
-                    _("Too many failed sign-ins. Try again in %(minutes)d min.")
-                    % {"minutes": minutes},
-                    code="throttled",
-                )
-        try:
-            return super().clean()
-        except ValidationError:
-            for key, limit in keys:
-                ratelimit.hit(key=key, limit=limit, window=LOGIN_WINDOW)
-            raise
+        verdicts = [ratelimit.hit(key=key, limit=limit, window=LOGIN_WINDOW) for key, limit in keys]
+        refused = [verdict for verdict in verdicts if not verdict.allowed]
+        if refused:
+            seconds = max(verdict.retry_after_seconds for verdict in refused)
+            raise ValidationError(
+                _("Too many failed sign-ins. Try again in %(minutes)d min.")
+                % {"minutes": -(-seconds // 60)},
+                code="throttled",
+            )
+        cleaned = super().clean()
+        for key, _limit in keys:
+            ratelimit.forgive(key=key)
+        return cleaned
 
     def _keys(self) -> list[tuple[str, int]]:
         username = (self.cleaned_data.get("username") or "").casefold()

@@ -43,26 +43,17 @@ def hit(*, key: str, limit: int, window: timedelta) -> Verdict:
     return Verdict(allowed=hits <= limit, hits=hits, retry_after_seconds=_whole(remaining))
 
 
-# Reads a window without counting a hit: for limits on failures, checked before the attempt
-# and counted only when it fails.
-PEEK_SQL = """
-SELECT hits,
-       extract(epoch FROM window_start + make_interval(secs => %(window_seconds)s) - now())
-FROM v10r_rate_limit_windows
-WHERE key = %(key)s
-  AND window_start > now() - make_interval(secs => %(window_seconds)s)
+# Takes one hit back: limits on failures count every attempt first (so concurrent attempts
+# cannot all slip under the limit before any is counted) and forgive the ones that succeed.
+FORGIVE_SQL = """
+UPDATE v10r_rate_limit_windows SET hits = greatest(hits - 1, 0) WHERE key = %(key)s
 """.strip()
 
 
-def peek(*, key: str, limit: int, window: timedelta) -> Verdict:
-    """Say whether one more hit on key would be allowed, without counting one."""
+def forgive(*, key: str) -> None:
+    """Take back one hit on key (an attempt that turned out to be legitimate)."""
     with connection.cursor() as cursor:
-        cursor.execute(PEEK_SQL, {"key": key[:200], "window_seconds": window.total_seconds()})
-        row = cursor.fetchone()
-    if row is None:
-        return Verdict(allowed=True, hits=0, retry_after_seconds=0)
-    hits, remaining = row
-    return Verdict(allowed=hits < limit, hits=hits, retry_after_seconds=_whole(remaining))
+        cursor.execute(FORGIVE_SQL, {"key": key[:200]})
 
 
 def _whole(seconds) -> int:

@@ -3,6 +3,9 @@ one is refused for a while."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from v10r.admin import LOGIN_FAILURES_PER_CLIENT, LOGIN_FAILURES_PER_USERNAME
@@ -67,3 +70,29 @@ def test_the_refusal_is_in_the_admins_language(client, staff):
         client.post("/de" + LOGIN, {"username": "fixer", "password": "wrong"})
     refused = client.post("/de" + LOGIN, {"username": "fixer", "password": PASSWORD})
     assert "Zu viele fehlgeschlagene Anmeldungen" in refused.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_concurrent_guesses_gets_no_more_password_checks_than_the_limit(staff):
+    from django.db import connection
+    from django.test import RequestFactory
+
+    from v10r.admin import ThrottledLoginForm
+
+    guesses = LOGIN_FAILURES_PER_CLIENT * 3
+    start = threading.Barrier(guesses)
+
+    def guess(_: int) -> str:
+        request = RequestFactory().post(LOGIN, REMOTE_ADDR="192.0.2.99")
+        form = ThrottledLoginForm(request, data={"username": "fixer", "password": "wrong"})
+        start.wait(timeout=30)
+        try:
+            form.is_valid()
+            return form.errors.as_data()["__all__"][0].code
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=guesses) as pool:
+        codes = list(pool.map(guess, range(guesses)))
+    assert codes.count("invalid_login") == LOGIN_FAILURES_PER_CLIENT
+    assert codes.count("throttled") == guesses - LOGIN_FAILURES_PER_CLIENT

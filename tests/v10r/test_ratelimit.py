@@ -30,20 +30,18 @@ def test_keys_are_counted_apart(db):
     assert not ratelimit.hit(key="a", limit=1, window=window).allowed
 
 
-def test_peek_says_whether_one_more_hit_would_pass_without_counting_one(db):
+def test_a_forgiven_hit_no_longer_counts(db):
     window = timedelta(seconds=60)
-    assert ratelimit.peek(key="p", limit=2, window=window).allowed
-    ratelimit.hit(key="p", limit=2, window=window)
-    assert ratelimit.peek(key="p", limit=2, window=window).allowed
-    ratelimit.hit(key="p", limit=2, window=window)
-    verdict = ratelimit.peek(key="p", limit=2, window=window)
-    assert (verdict.allowed, verdict.hits) == (False, 2)
-    assert ratelimit.peek(key="p", limit=2, window=window).hits == 2  # peeking counts nothing
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE v10r_rate_limit_windows SET window_start = now() - interval '61 seconds'"
-        )
-    assert ratelimit.peek(key="p", limit=2, window=window).allowed  # the window ran out
+    ratelimit.hit(key="f", limit=2, window=window)
+    ratelimit.hit(key="f", limit=2, window=window)
+    ratelimit.forgive(key="f")
+    verdict = ratelimit.hit(key="f", limit=2, window=window)
+    assert (verdict.allowed, verdict.hits) == (True, 2)
+    assert not ratelimit.hit(key="f", limit=2, window=window).allowed
+    for _ in range(5):
+        ratelimit.forgive(key="f")  # never below zero
+    assert ratelimit.hit(key="f", limit=2, window=window).hits == 1
+    ratelimit.forgive(key="never-hit")  # nothing to forgive: nothing happens
 
 
 def test_prune_deletes_only_windows_older_than_asked_a_bounded_number_at_a_time(db):
