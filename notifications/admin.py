@@ -95,6 +95,12 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset
 
 
+def _could_be_stored(value: str, *, max_length: int) -> bool:
+    """Whether a text column could hold value: PostgreSQL text has no NUL, and the query would
+    fail on one instead of matching nothing."""
+    return "\x00" not in value and len(value) <= max_length
+
+
 class ChannelFilter(admin.SimpleListFilter):
     """The configured channels, without a DISTINCT over every delivery to find them."""
 
@@ -105,7 +111,12 @@ class ChannelFilter(admin.SimpleListFilter):
         return [(name, name) for name in sorted(settings.DELIVERY_CHANNELS)]
 
     def queryset(self, request, queryset):
-        return queryset.filter(channel=self.value()) if self.value() else queryset
+        value = self.value()
+        if not value:
+            return queryset
+        if not _could_be_stored(value, max_length=NotificationDelivery.channel.field.max_length):
+            return queryset.none()
+        return queryset.filter(channel=value)
 
 
 class FailureCodeFilter(admin.SimpleListFilter):
@@ -124,7 +135,13 @@ class FailureCodeFilter(admin.SimpleListFilter):
         return [(code, code) for code in sorted(codes) if code]
 
     def queryset(self, request, queryset):
-        return queryset.filter(error_code=self.value()) if self.value() else queryset
+        value = self.value()
+        if not value:
+            return queryset
+        max_length = NotificationDelivery.error_code.field.max_length
+        if not _could_be_stored(value, max_length=max_length):
+            return queryset.none()
+        return queryset.filter(error_code=value)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -1,12 +1,15 @@
 """The sample photo for visitors without one: a landscape painted with Pillow and NumPy.
 
 Generated on first request instead of committed as a binary. Deterministic: the same bytes on
-every machine, so tests can rely on its palette.
+every machine, so tests can rely on its palette. Painting takes seconds and several hundred MB
+of NumPy arrays, so it happens once per process: requests that arrive meanwhile wait for it
+rather than each painting a copy of their own.
 """
 
 from __future__ import annotations
 
 import io
+import threading
 from functools import cache
 
 import numpy as np
@@ -15,8 +18,17 @@ from PIL import Image, ImageFilter
 WIDTH, HEIGHT = 2400, 1600
 
 
-@cache
+_painting = threading.Lock()
+
+
 def sample_jpeg() -> bytes:
+    """Return the sample photo as JPEG bytes, painted on the first call in this process."""
+    with _painting:
+        return _paint()
+
+
+@cache
+def _paint() -> bytes:
     rng = np.random.default_rng(2026)
     y, x = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32)
     t = y / HEIGHT

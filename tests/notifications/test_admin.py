@@ -236,3 +236,31 @@ def test_every_admin_page_offers_the_other_languages(admin_client):
     body = admin_client.get("/ru" + DELIVERIES).content.decode()
     assert f'<a href="{DELIVERIES}" hreflang="en" lang="en"' in body
     assert f'<a href="/de{DELIVERIES}" hreflang="de" lang="de"' in body
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/notifications/notificationdelivery/?channel=%00",
+        "/admin/notifications/needsattention/?channel=%00",
+        "/admin/notifications/faileddelivery/?error_code=%00",
+        "/admin/notifications/faileddelivery/?error_code=" + "X" * 65,
+    ],
+)
+def test_a_filter_value_no_column_could_hold_finds_nothing_instead_of_failing(
+    admin_client, dead, path
+):
+    response = admin_client.get(path)
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/notifications/notificationdelivery/?q=a%00b",
+        "/admin/notifications/notification/?q=%00",
+    ],
+)
+def test_a_search_with_a_nul_byte_is_answered(admin_client, dead, path):
+    assert admin_client.get(path).status_code == 200

@@ -266,3 +266,26 @@ def test_the_server_lane_is_rate_limited_per_client(client):
 def test_errors_are_translated(client):
     response = client.post("/ru" + PAGE + "analyse/")
     assert response.json()["error"] == "Сначала выберите изображение."
+
+
+def test_concurrent_first_requests_for_the_sample_paint_it_once(monkeypatch):
+    import functools
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from showcases import sample
+
+    paintings = []
+
+    @functools.cache
+    def slow_paint() -> bytes:
+        paintings.append(threading.get_ident())
+        time.sleep(0.2)  # long enough for every thread to arrive while it runs
+        return b"jpeg"
+
+    monkeypatch.setattr(sample, "_paint", slow_paint)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: sample.sample_jpeg(), range(4)))
+    assert results == [b"jpeg"] * 4
+    assert len(paintings) == 1
