@@ -103,6 +103,7 @@ def main() -> None:
 
     django.setup()
     from django.contrib.auth import get_user_model
+    from django.core.management import call_command
     from django.test import Client
 
     from notifications.models import Notification, NotificationDelivery
@@ -110,6 +111,8 @@ def main() -> None:
     admin, _ = get_user_model().objects.get_or_create(
         username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
     )
+    # The public page names its scripts through the static manifest, as in production.
+    call_command("collectstatic", interactive=False, verbosity=0)
     client = Client()
     client.force_login(admin)
     delivery = NotificationDelivery.objects.order_by("-id").first()

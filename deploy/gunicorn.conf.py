@@ -64,13 +64,15 @@ workers = _int("WEB_CONCURRENCY", _cpus())
 threads = _int("GUNICORN_THREADS", 4)
 
 # For gthread this is the main loop's heartbeat: it kills a process that is wedged, not a
-# request that is slow (nginx's proxy_read_timeout, 60 s, bounds those). 30 s is gunicorn's
-# default, and the figure CRON_DRAIN_SECONDS in settings.py stays below.
+# request that is slow (nginx's proxy_read_timeout, 60 s, bounds those, and the longest
+# request the app makes itself, a /cron/drain, stops at CRON_DRAIN_SECONDS, 20 s by default).
+# 30 s is gunicorn's default.
 timeout = _int("GUNICORN_TIMEOUT", 30)
 
-# On SIGTERM or a restart, requests in flight get this long to finish: inside the 30 s
-# Kubernetes waits by default before SIGKILL (`docker stop` waits 10 s: pass --time 30).
-graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 20)
+# On SIGTERM or a restart, requests in flight get this long to finish: longer than a cron
+# drain (20 s) and its last writes, inside the 30 s Kubernetes waits by default before
+# SIGKILL (`docker stop` waits 10 s: pass --time 30).
+graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 25)
 
 # Longer than nginx's upstream keepalive_timeout (60 s), so the side that closes an idle
 # connection is always nginx: were it gunicorn, nginx could send a request down a connection

@@ -95,35 +95,37 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-def _could_be_stored(value: str, *, max_length: int) -> bool:
-    """Whether a text column could hold value: PostgreSQL text has no NUL, and the query would
-    fail on one instead of matching nothing."""
-    return "\x00" not in value and len(value) <= max_length
+class ColumnFilter(admin.SimpleListFilter):
+    """A filter on one text column's value. A value no such column could hold (a NUL byte,
+    longer than the column) matches nothing, where the query itself would fail."""
 
-
-class ChannelFilter(admin.SimpleListFilter):
-    """The configured channels, without a DISTINCT over every delivery to find them."""
-
-    title = _("channel")
-    parameter_name = "channel"
-
-    def lookups(self, request, model_admin):
-        return [(name, name) for name in sorted(settings.DELIVERY_CHANNELS)]
+    field_name: str
 
     def queryset(self, request, queryset):
         value = self.value()
         if not value:
             return queryset
-        if not _could_be_stored(value, max_length=NotificationDelivery.channel.field.max_length):
+        max_length = NotificationDelivery._meta.get_field(self.field_name).max_length
+        if "\x00" in value or len(value) > max_length:
             return queryset.none()
-        return queryset.filter(channel=value)
+        return queryset.filter(**{self.field_name: value})
 
 
-class FailureCodeFilter(admin.SimpleListFilter):
+class ChannelFilter(ColumnFilter):
+    """The configured channels, without a DISTINCT over every delivery to find them."""
+
+    title = _("channel")
+    parameter_name = field_name = "channel"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in sorted(settings.DELIVERY_CHANNELS)]
+
+
+class FailureCodeFilter(ColumnFilter):
     """The error codes among failed rows, read through the failed rows' own index."""
 
     title = _("error code")
-    parameter_name = "error_code"
+    parameter_name = field_name = "error_code"
 
     def lookups(self, request, model_admin):
         codes = (
@@ -133,15 +135,6 @@ class FailureCodeFilter(admin.SimpleListFilter):
             .distinct()
         )
         return [(code, code) for code in sorted(codes) if code]
-
-    def queryset(self, request, queryset):
-        value = self.value()
-        if not value:
-            return queryset
-        max_length = NotificationDelivery.error_code.field.max_length
-        if not _could_be_stored(value, max_length=max_length):
-            return queryset.none()
-        return queryset.filter(error_code=value)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

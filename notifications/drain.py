@@ -26,7 +26,7 @@ from django.db import DatabaseError
 
 from notifications import channels, messages, outbox
 from notifications.channels.base import Channel, ChannelError, Outgoing
-from notifications.models import ChannelAddress, Recipient, Status
+from notifications.models import DEMO_CHANNEL, ChannelAddress, Recipient, Status
 from notifications.outbox import ClaimedDelivery, Outcome
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ class Report:
     fenced_off: int = 0
     released: int = 0  # claimed, not sent before the time budget ran out, requeued
     skipped: bool = False  # another drain was running in this process
-    # A lane came back full, so more rows may be due: a loop should not wait for its tick.
+    # The batch, or its demo lane, came back full, so more rows may be due: a loop should not
+    # wait for its tick.
     more_due: bool = False
 
     def as_dict(self) -> dict[str, int | bool]:
@@ -138,12 +139,12 @@ def _drain(
     demo_batch_size = min(concurrency, batch_size)
     claimed = outbox.claim(batch_size=batch_size, demo_batch_size=demo_batch_size)
     report.claimed = len(claimed)
-    demo_claimed = sum(1 for d in claimed if d.channel == outbox.DEMO_CHANNEL)
-    report.more_due = len(claimed) >= batch_size or demo_claimed >= demo_batch_size
+    demo_claimed = sum(1 for d in claimed if d.channel == DEMO_CHANNEL)
+    report.more_due = len(claimed) >= batch_size or 0 < demo_batch_size <= demo_claimed
     if not claimed:
         return report
     # RETURNING has no order: put the real rows first, so no demo send delays one.
-    claimed.sort(key=lambda d: d.channel == outbox.DEMO_CHANNEL)
+    claimed.sort(key=lambda d: d.channel == DEMO_CHANNEL)
 
     ready, immediate = _prepare(claimed, max_attempts=max_attempts)
     writer = _Writer(report)
@@ -313,13 +314,20 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
     return emails, addresses, languages
 
 
+@dataclass(frozen=True)
+class _NotStarted:
+    """A send a sender thread did not start: the deadline was too near."""
+
+    delivery: ClaimedDelivery
+
+
 def _send_all(
     ready,
     *,
     concurrency: int,
     max_attempts: int,
-    deadline: float | None = None,
-    unsent: list[ClaimedDelivery] | None = None,
+    deadline: float | None,
+    unsent: list[ClaimedDelivery],
 ):
     """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time.
 
@@ -357,7 +365,7 @@ def _send_all(
             if in_time(channel):
                 results.put(_send_one(delivery, channel, outgoing, max_attempts=max_attempts))
             else:
-                results.put(delivery)
+                results.put(_NotStarted(delivery))
 
     executor = _executor(concurrency)
     for _ in range(min(concurrency, len(ready))):
@@ -370,8 +378,8 @@ def _send_all(
             yield None
         else:
             remaining -= 1
-            if isinstance(finished, ClaimedDelivery):
-                unsent.append(finished)  # not started: the deadline was too near
+            if isinstance(finished, _NotStarted):
+                unsent.append(finished.delivery)
             else:
                 yield finished
 

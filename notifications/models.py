@@ -26,6 +26,12 @@ class DatabaseNow(models.Func):
     output_field = models.DateTimeField()
 
 
+# The visitors' channel on the showcase page. Its rows take a lane of their own in the claim,
+# behind every real delivery; the raw SQL in notifications/outbox.py and showcases/queue_demo.py
+# spells it as the literal 'demo' (a test holds the two to this).
+DEMO_CHANNEL = "demo"
+
+
 class Status(models.TextChoices):
     PENDING = "pending", _("pending")
     PROCESSING = "processing", _("processing")
@@ -78,7 +84,7 @@ class DeliveryQuerySet(models.QuerySet):
         """Dead rows: a transient fault outlived the budget, and a human should look.
 
         Not the visitors' demo rows: those die because a visitor asked them to."""
-        return self.filter(status=Status.DEAD).exclude(channel="demo")
+        return self.filter(status=Status.DEAD).exclude(channel=DEMO_CHANNEL)
 
 
 class NotificationDelivery(models.Model):
@@ -104,12 +110,14 @@ class NotificationDelivery(models.Model):
         default=Status.PENDING,
         db_default=Status.PENDING,
     )
-    # Sends made so far; bumped by each claim and returned with it as the fencing token.
+    # Claims so far; bumped by each claim and returned with it as the fencing token.
     attempts = models.PositiveIntegerField(_("attempts"), default=0, db_default=0)
-    # `attempts` at the last staff Retry: the budget counts sends since then, while the fence
-    # keeps counting up, so no fence value is ever handed out twice.
+    # The claims that do not count against the budget: those before the last staff Retry,
+    # and those handed back unsent (a time-boxed drain that ran out of time). The budget
+    # counts attempts - attempt_base, while the fence keeps counting up, so no fence value is
+    # ever handed out twice.
     attempt_base = models.PositiveIntegerField(
-        _("attempts before the last retry"), default=0, db_default=0
+        _("attempts not counted against the budget"), default=0, db_default=0
     )
     next_attempt_at = models.DateTimeField(_("next attempt"), db_default=DatabaseNow())
     attempted_at = models.DateTimeField(_("last attempt"), null=True, blank=True)
@@ -150,12 +158,12 @@ class NotificationDelivery(models.Model):
             # Apart, so a backlog of demo rows is never scanned to reach a real one.
             models.Index(
                 fields=["next_attempt_at", "created_at", "id"],
-                condition=Q(status="pending") & ~Q(channel="demo"),
-                name="deliveries_claim",
+                condition=Q(status="pending") & ~Q(channel=DEMO_CHANNEL),
+                name="deliveries_claim_real",
             ),
             models.Index(
                 fields=["next_attempt_at", "created_at", "id"],
-                condition=Q(status="pending", channel="demo"),
+                condition=Q(status="pending", channel=DEMO_CHANNEL),
                 name="deliveries_claim_demo",
             ),
             # The reaper: WHERE status = 'processing' AND attempted_at < now() - lease.
@@ -166,7 +174,7 @@ class NotificationDelivery(models.Model):
             ),
             # The visitors' demo rows, for their site-wide cap and for deleting them soon.
             models.Index(
-                fields=["created_at"], condition=Q(channel="demo"), name="deliveries_demo"
+                fields=["created_at"], condition=Q(channel=DEMO_CHANNEL), name="deliveries_demo"
             ),
             # The admin's lists, newest first, without sorting a million rows.
             models.Index(fields=["-created_at", "-id"], name="deliveries_recent"),

@@ -5,6 +5,7 @@ states.
                            |----retryable, budget left--> pending (now() + backoff)
                            |----retryable, budget spent--> dead     (terminal; staff Retry)
                            |----not retryable----------> failed   (terminal)
+                           |----not sent in time (release)--> pending, the send not counted
                            '----lease expired (reaper)--> pending, or dead when spent
 
 Every statement is one statement, so it is its own transaction: no lock is held across a
@@ -148,9 +149,6 @@ RETURNING d.id AS "id",
           n.message_params::text AS "message_params",
           n.action_url AS "action_url"
 """.strip()
-
-# The channel whose rows take the second lane of the claim (the literal in CLAIM_SQL).
-DEMO_CHANNEL = "demo"
 
 
 def claim(*, batch_size: int, demo_batch_size: int | None = None) -> list[ClaimedDelivery]:
@@ -417,6 +415,8 @@ class QueueDepth:
 
     def at_limit(self, name: str) -> bool:
         """Whether the count of name stopped at the limit (so there may be more)."""
+        if name == "sent" and self.sent_is_estimate:
+            return False  # not a count at all
         return self.limit is not None and getattr(self, name) >= self.limit
 
 
@@ -433,13 +433,14 @@ def queue_depth(*, limit: int | None = None) -> QueueDepth:
         estimated_rows = counts.pop("estimated_rows")
         sent_share = counts.pop("sent_share")
         others = counts["pending"] + counts["processing"] + counts["failed"] + counts["dead"]
-        if estimated_rows < exact_sent_below:
-            cursor.execute(COUNT_SENT_SQL, {"limit": limit})
-            sent, estimate = cursor.fetchone()[0], False
-        elif limit is None or sent_share is None:
+        if limit is None and estimated_rows >= exact_sent_below:
             # Exact counts of the other states: what is left of the table is sent.
             sent, estimate = max(estimated_rows - others, 0), True
-        else:
+        elif limit is not None and estimated_rows >= exact_sent_below and sent_share:
             # The other counts stopped at the limit; ANALYZE's sample says how much is sent.
             sent, estimate = round(estimated_rows * sent_share), True
+        else:
+            # A small table, or one whose sample saw (almost) nothing sent: count them.
+            cursor.execute(COUNT_SENT_SQL, {"limit": limit})
+            sent, estimate = cursor.fetchone()[0], False
     return QueueDepth(**counts, sent=sent, sent_is_estimate=estimate, limit=limit)

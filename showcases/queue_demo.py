@@ -14,7 +14,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
 
-from notifications.models import DatabaseNow, Notification, NotificationDelivery, Status
+from notifications.models import (
+    DEMO_CHANNEL,
+    DatabaseNow,
+    Notification,
+    NotificationDelivery,
+    Status,
+)
 from notifications.send import send_notification
 
 DEMO_USERNAME = "demo-visitor"
@@ -46,7 +52,7 @@ def waiting() -> int:
     Rows being sent, and rows due within SOON. A failing row waiting out its backoff (up to
     half an hour) costs nothing meanwhile, and counting it would let one visitor who keeps
     asking for failures hold the demo queue full for everybody."""
-    soon = NotificationDelivery.objects.filter(channel="demo").filter(
+    soon = NotificationDelivery.objects.filter(channel=DEMO_CHANNEL).filter(
         Q(status=Status.PROCESSING)
         | Q(status=Status.PENDING, next_attempt_at__lte=DatabaseNow() + SOON)
     )
@@ -65,31 +71,39 @@ def enqueue(*, label: str, fail: bool) -> Notification:
         type="demo",
         message_key="queue.demo",
         params={"label": label, "fail": fail},
-        channels=["demo"],
+        channels=[DEMO_CHANNEL],
     )
 
 
 def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
     """The visitor's demo deliveries, newest first."""
     return list(
-        NotificationDelivery.objects.filter(notification_id__in=notification_ids, channel="demo")
+        NotificationDelivery.objects.filter(
+            notification_id__in=notification_ids, channel=DEMO_CHANNEL
+        )
         .select_related("notification")
         .order_by("-created_at", "-id")[:FEED_SIZE]
     )
 
 
 # Finished demo rows and their notifications, oldest first, a bounded number per call. Served
-# by the deliveries_demo partial index. (Demo notifications have the demo delivery only.)
+# by the deliveries_demo partial index. Only a notification whose one delivery is the demo row
+# goes with it: "Try it" makes no other kind, and should code ever send a notification on demo
+# and another channel, this leaves that notification alone instead of failing on it forever.
 PRUNE_SQL = """
-WITH finished AS (
-    SELECT id, notification_id
-    FROM notifications.notification_deliveries
-    WHERE channel = 'demo'
-      AND status IN ('sent', 'failed', 'dead')
-      AND created_at < now() - make_interval(secs => %(older_than_seconds)s)
-    ORDER BY created_at
+WITH finished AS MATERIALIZED (
+    SELECT d.id, d.notification_id
+    FROM notifications.notification_deliveries AS d
+    WHERE d.channel = 'demo'
+      AND d.status IN ('sent', 'failed', 'dead')
+      AND d.created_at < now() - make_interval(secs => %(older_than_seconds)s)
+      AND NOT EXISTS (
+          SELECT FROM notifications.notification_deliveries AS other
+          WHERE other.notification_id = d.notification_id AND other.id <> d.id
+      )
+    ORDER BY d.created_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF d SKIP LOCKED
 ),
 gone AS (
     DELETE FROM notifications.notification_deliveries AS d

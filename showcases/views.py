@@ -128,15 +128,11 @@ def try_it(request):
     return render(request, "showcases/workers.html#queue-live", _queue_context(request))
 
 
-def _too_large() -> str:
-    return _("The image is larger than %(limit)d MB.") % {"limit": analysis.MAX_BYTES // 2**20}
-
-
 # The multipart envelope around the image: boundaries, headers, the CSRF field.
 MULTIPART_OVERHEAD = 64 * 1024
 
 
-@body_limit(max_bytes=analysis.MAX_BYTES + MULTIPART_OVERHEAD, message=_too_large)
+@body_limit(max_bytes=analysis.MAX_BYTES + MULTIPART_OVERHEAD, message=analysis.too_large)
 @require_POST
 def analyse(request):
     """The server lane: the posted image's palette, computed by palette.py."""
@@ -156,7 +152,7 @@ def analyse(request):
     if upload is None:
         return JsonResponse({"error": _("Choose an image first.")}, status=400)
     if upload.size > analysis.MAX_BYTES:
-        return JsonResponse({"error": _too_large()}, status=413)
+        return JsonResponse({"error": analysis.too_large()}, status=413)
     try:
         result = analysis.analyse(upload.read())
     except analysis.UploadError as error:

@@ -26,26 +26,36 @@ class ThrottledLoginForm(AdminAuthenticationForm):
     the client address for one form."""
 
     def clean(self):
-        # Counted before the password is checked, and forgiven when it was right: counted
-        # after, a burst of concurrent guesses would all pass the check before any counted.
+        # Counted before the password is checked, or a burst of concurrent guesses would all
+        # pass the check before any of them counted. Only a password actually checked and
+        # wrong stays counted: a refused attempt takes its hits back (else one client, once
+        # refused, could go on charging the username's count and lock its owner out), and so
+        # does a right one.
         keys = self._keys()
-        verdicts = [ratelimit.hit(key=key, limit=limit, window=LOGIN_WINDOW) for key, limit in keys]
-        refused = [verdict for verdict in verdicts if not verdict.allowed]
-        if refused:
-            seconds = max(verdict.retry_after_seconds for verdict in refused)
-            raise ValidationError(
-                _("Too many failed sign-ins. Try again in %(minutes)d min.")
-                % {"minutes": -(-seconds // 60)},
-                code="throttled",
-            )
+        charged = []
+        for key, limit in keys:
+            verdict = ratelimit.hit(key=key, limit=limit, window=LOGIN_WINDOW)
+            charged.append(key)
+            if not verdict.allowed:
+                self._forgive(charged)
+                raise ValidationError(
+                    _("Too many failed sign-ins. Try again in %(minutes)d min.")
+                    % {"minutes": -(-verdict.retry_after_seconds // 60)},
+                    code="throttled",
+                )
         cleaned = super().clean()
-        for key, _limit in keys:
-            ratelimit.forgive(key=key)
+        self._forgive(charged)
         return cleaned
+
+    @staticmethod
+    def _forgive(keys: list[str]) -> None:
+        for key in keys:
+            ratelimit.forgive(key=key)
 
     def _keys(self) -> list[tuple[str, int]]:
         username = (self.cleaned_data.get("username") or "").casefold()
         return [
+            # The client first: a client already refused never reaches the username's count.
             (f"login:{clients.address(self.request)}", LOGIN_FAILURES_PER_CLIENT),
             (f"login-user:{username}", LOGIN_FAILURES_PER_USERNAME),
         ]

@@ -9,14 +9,18 @@ call), so a run never holds many locks or writes a burst of WAL.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from showcases import queue_demo
 from v10r import ratelimit
+
+logger = logging.getLogger(__name__)
 
 EVERY = timedelta(minutes=1)
 ROUNDS = 10
@@ -39,20 +43,26 @@ def run() -> Tidied:
     """Delete expired and finished rows, a bounded number of each; return how many."""
     return Tidied(
         rate_limit_windows=_repeat(
-            lambda: ratelimit.prune(older_than=WINDOWS_OLDER_THAN, limit=BATCH)
+            "rate-limit windows",
+            lambda: ratelimit.prune(older_than=WINDOWS_OLDER_THAN, limit=BATCH),
         ),
-        sessions=_repeat(_prune_sessions),
-        demo_notifications=_repeat(lambda: queue_demo.prune(limit=BATCH)),
+        sessions=_repeat("sessions", _prune_sessions),
+        demo_notifications=_repeat("demo notifications", lambda: queue_demo.prune(limit=BATCH)),
     )
 
 
-def _repeat(delete) -> int:
+def _repeat(what: str, delete) -> int:
     total = 0
-    for _ in range(ROUNDS):
-        deleted = delete()
-        total += deleted
-        if deleted < BATCH:
-            break
+    try:
+        for _ in range(ROUNDS):
+            deleted = delete()
+            total += deleted
+            if deleted < BATCH:
+                break
+    except DatabaseError:
+        # One kind failing must not stop the others, nor the drain loop or cron request that
+        # tidies up on the side; a database that is really gone, they notice themselves.
+        logger.exception("housekeeping: deleting %s failed", what)
     return total
 
 

@@ -12,12 +12,13 @@ import time
 from datetime import timedelta
 
 from notifications.channels.base import Channel, ChannelError, Outgoing, SendResult
+from notifications.models import DEMO_CHANNEL
 
 SEND_SECONDS = 0.8
 
 
 class DemoChannel(Channel):
-    name = "demo"
+    name = DEMO_CHANNEL
     address_source = "none"
 
     @property

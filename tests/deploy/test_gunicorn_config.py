@@ -55,6 +55,8 @@ def test_the_defaults_are_threads_on_loopback_behind_one_trusted_proxy():
     # Not below what nginx lets through (its 8 KB header buffers).
     assert config["limit_request_line"] == config["limit_request_field_size"] == "8190"
     assert config["control_socket_disable"] == "True"
+    # A restart lets a cron drain (CRON_DRAIN_SECONDS, 20 s) finish.
+    assert int(config["graceful_timeout"]) > 20
 
 
 def test_an_operator_sets_bind_workers_threads_and_timeouts_from_the_environment():
@@ -63,13 +65,13 @@ def test_an_operator_sets_bind_workers_threads_and_timeouts_from_the_environment
         WEB_CONCURRENCY="3",
         GUNICORN_THREADS="8",
         GUNICORN_TIMEOUT="45",
-        GUNICORN_GRACEFUL_TIMEOUT="25",
+        GUNICORN_GRACEFUL_TIMEOUT="28",
         GUNICORN_ACCESS_LOG="-",
         FORWARDED_ALLOW_IPS="10.0.0.5",
     )
     assert config["bind"] == "['unix:/run/v10r/gunicorn.sock', '127.0.0.1:9000']"
     assert (config["workers"], config["threads"]) == ("3", "8")
-    assert (config["timeout"], config["graceful_timeout"]) == ("45", "25")
+    assert (config["timeout"], config["graceful_timeout"]) == ("45", "28")
     assert config["accesslog"] == "-"
     assert config["forwarded_allow_ips"] == "['10.0.0.5']"
 

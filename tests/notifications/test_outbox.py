@@ -163,6 +163,16 @@ def test_claim_never_takes_more_than_asked_under_adversarial_plans(db, user):
 # --- The demo lane -----------------------------------------------------------------------------
 
 
+def test_the_sql_names_the_demo_channel_as_the_python_does():
+    from notifications.models import DEMO_CHANNEL
+    from showcases import queue_demo
+
+    literal = f"channel = '{DEMO_CHANNEL}'"
+    for sql in (outbox.CLAIM_SQL, outbox.QUEUE_DEPTH_SQL, queue_demo.PRUNE_SQL):
+        assert literal in sql
+    assert f"channel <> '{DEMO_CHANNEL}'" in outbox.CLAIM_SQL
+
+
 def test_real_rows_are_claimed_before_any_demo_row_queued_ahead_of_them(db, user):
     demo = make_deliveries(user, 50, channel="demo")
     real = make_deliveries(user, 3)
@@ -207,7 +217,7 @@ def test_each_lane_of_the_claim_reads_its_own_index(db, user):
             cursor.execute("EXPLAIN " + outbox.CLAIM_SQL, {"batch_size": 10, "demo_batch_size": 4})
             plan = "\n".join(row[0] for row in cursor.fetchall())
         transaction.set_rollback(True)
-    assert "using deliveries_claim on" in plan
+    assert "using deliveries_claim_real on" in plan
     assert "using deliveries_claim_demo on" in plan
 
 

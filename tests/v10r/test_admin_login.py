@@ -96,3 +96,10 @@ def test_a_burst_of_concurrent_guesses_gets_no_more_password_checks_than_the_lim
         codes = list(pool.map(guess, range(guesses)))
     assert codes.count("invalid_login") == LOGIN_FAILURES_PER_CLIENT
     assert codes.count("throttled") == guesses - LOGIN_FAILURES_PER_CLIENT
+
+
+def test_one_client_refused_cannot_go_on_to_lock_the_username_out(client, staff):
+    for _ in range(LOGIN_FAILURES_PER_USERNAME + 10):
+        log_in(client, password="wrong", address="192.0.2.66")
+    # Only the ten passwords actually checked counted against the username.
+    assert log_in(client, address="198.51.100.5").status_code == 302

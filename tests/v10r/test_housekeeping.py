@@ -119,3 +119,39 @@ def test_dead_demo_rows_are_finished_and_pruned_but_never_need_attention(django_
         [dead],
     )
     assert queue_demo.prune() == 1
+
+
+def test_a_notification_on_demo_and_another_channel_is_left_alone_and_the_rest_go_on(
+    django_user_model,
+):
+    from notifications.send import send_notification
+
+    visitor = queue_demo.demo_user()
+    mixed = send_notification(
+        user=visitor,
+        type="demo",
+        message_key="queue.demo",
+        params={"label": "x", "fail": False},
+        channels=["demo", "email"],
+    )
+    [plain] = make_deliveries(visitor, 1, channel="demo")
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'sent', "
+        "created_at = now() - interval '11 minutes' WHERE channel = 'demo'"
+    )
+    assert queue_demo.prune() == 1
+    assert not NotificationDelivery.objects.filter(pk=plain).exists()
+    assert mixed.deliveries.count() == 2
+    assert queue_demo.prune() == 0  # and it is not picked again and again
+
+
+def test_one_kind_failing_does_not_stop_the_others(leftovers, monkeypatch, caplog):
+    from django.db import DatabaseError
+
+    def broken(**kwargs):
+        raise DatabaseError("simulated")
+
+    monkeypatch.setattr(queue_demo, "prune", broken)
+    tidied = housekeeping.run()
+    assert tidied.as_dict() == {"rate_limit_windows": 1, "sessions": 1, "demo_notifications": 0}
+    assert "deleting demo notifications failed" in caplog.text
