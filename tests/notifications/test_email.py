@@ -12,13 +12,13 @@ from notifications.send import send_notification
 from tests.smtp import SilentServer
 
 
-def queue_email(django_user_model, address: str) -> int:
+def queue_email(django_user_model, address: str, *, name: str = "Ada") -> int:
     recipient = django_user_model.objects.create_user(address.split("@")[0], email=address)
     notification = send_notification(
         user=recipient,
         type="welcome",
         message_key="welcome",
-        params={"name": "Ada"},
+        params={"name": name},
         channels=["email"],
     )
     return notification.deliveries.get().pk
@@ -61,16 +61,11 @@ def test_a_5xx_reply_fails_the_row_for_good(db, django_user_model, mail_to):
 def test_a_line_break_in_the_subject_fails_for_good_without_touching_the_network(
     db, django_user_model, mail_to
 ):
-    recipient = django_user_model.objects.create_user("eve", email="eve@example.com")
-    notification = send_notification(
-        user=recipient,
-        type="welcome",
-        message_key="welcome",
-        params={"name": "Eve\r\nBcc: everyone@example.com"},
-        channels=["email"],
+    delivery_id = queue_email(
+        django_user_model, "eve@example.com", name="Eve\r\nBcc: everyone@example.com"
     )
     assert drain.drain_once().failed == 1
-    stored = notification.deliveries.get()
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code, stored.attempts) == (Status.FAILED, "BAD_MESSAGE", 1)
     assert "linefeed" in stored.error_message
     assert mail_to.mailbox.messages == []
