@@ -28,20 +28,12 @@ from notifications.models import (
     NeedsAttention,
     Notification,
     NotificationDelivery,
+    ShownStatus,
     Status,
 )
 
 # Error codes are written in capitals, digits and underscores: SMTP_550, TIMEOUT.
 ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
-
-STATUS_LABELS = {
-    "pending": _("pending"),
-    "retrying": _("retrying"),
-    "processing": _("processing"),
-    "sent": _("sent"),
-    "failed": _("failed"),
-    "dead": _("dead"),
-}
 
 
 class BoundedCountPaginator(Paginator):
@@ -80,19 +72,11 @@ class StatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     def lookups(self, request, model_admin):
-        return list(STATUS_LABELS.items())
+        return ShownStatus.choices
 
     def queryset(self, request, queryset):
         value = self.value()
-        if value == "retrying":
-            return queryset.retrying()
-        if value == "pending":
-            return queryset.filter(status=Status.PENDING).exclude(
-                pk__in=queryset.retrying().values("pk")
-            )
-        if value in STATUS_LABELS:
-            return queryset.filter(status=value)
-        return queryset
+        return queryset.shown(value) if value in ShownStatus.values else queryset
 
 
 class ColumnFilter(admin.SimpleListFilter):
@@ -254,7 +238,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
     def status_badge(self, delivery):
         shown = delivery.shown_status
         return format_html(
-            '<span class="status-badge status-{}">{}</span>', shown, STATUS_LABELS[shown]
+            '<span class="status-badge status-{}">{}</span>', shown.value, shown.label
         )
 
 

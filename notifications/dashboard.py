@@ -11,18 +11,17 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.utils.translation import gettext_lazy as _
 
 from notifications import heartbeat, outbox
+from notifications.models import RETRYING_SQL, ShownStatus
 
 # A failure is the recipient's when retrying cannot help (the row is `failed`: bad address,
 # blocked, no recipient); it is the system's when a retryable fault hit us (the row is
 # retrying, or `dead` after its budget).
-CHANNEL_HEALTH_SQL = """
+CHANNEL_HEALTH_SQL = f"""
 SELECT channel,
        count(*) FILTER (WHERE status = 'sent') AS "sent",
-       count(*) FILTER (WHERE status = 'dead'
-                           OR (status = 'pending' AND attempts > 0)) AS "system_failures",
+       count(*) FILTER (WHERE status = 'dead' OR {RETRYING_SQL}) AS "system_failures",
        count(*) FILTER (WHERE status = 'failed') AS "recipient_failures",
        count(*) FILTER (WHERE status = 'dead') AS "dead"
 FROM notifications.notification_deliveries
@@ -71,10 +70,10 @@ def channel_health() -> list[ChannelHealth]:
     return [rows.get(name, ChannelHealth(name)) for name in names]
 
 
-HOURLY_SQL = """
+HOURLY_SQL = f"""
 SELECT date_trunc('hour', attempted_at) AS "hour",
        count(*) FILTER (WHERE status = 'sent') AS "sent",
-       count(*) FILTER (WHERE status = 'pending' AND attempts > 0) AS "retrying",
+       count(*) FILTER (WHERE {RETRYING_SQL}) AS "retrying",
        count(*) FILTER (WHERE status = 'failed') AS "failed",
        count(*) FILTER (WHERE status = 'dead') AS "dead"
 FROM notifications.notification_deliveries
@@ -82,13 +81,7 @@ WHERE attempted_at >= date_trunc('hour', now()) - interval '23 hours'
 GROUP BY 1
 """.strip()
 
-OUTCOMES = ("sent", "retrying", "failed", "dead")
-OUTCOME_LABELS = {
-    "sent": _("sent"),
-    "retrying": _("retrying"),
-    "failed": _("failed"),
-    "dead": _("dead"),
-}
+OUTCOMES = (ShownStatus.SENT, ShownStatus.RETRYING, ShownStatus.FAILED, ShownStatus.DEAD)
 
 
 @dataclass(frozen=True)
@@ -173,5 +166,5 @@ def snapshot() -> dict:
         "chart_height": CHART_HEIGHT,
         "bar_width": round(CHART_WIDTH / len(hours) - 2, 2),
         "hours_total": sum(h.total for h in hours),
-        "outcome_labels": [(o, OUTCOME_LABELS[o]) for o in OUTCOMES],
+        "outcome_labels": [(o.value, o.label) for o in OUTCOMES],
     }

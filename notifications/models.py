@@ -33,11 +33,40 @@ DEMO_CHANNEL = "demo"
 
 
 class Status(models.TextChoices):
+    """What a row stores: the states notifications/outbox.py moves it between."""
+
     PENDING = "pending", _("pending")
     PROCESSING = "processing", _("processing")
     SENT = "sent", _("sent")
     FAILED = "failed", _("failed")
     DEAD = "dead", _("dead")
+
+
+class ShownStatus(models.TextChoices):
+    """What people read: the stored states, with pending split in two.
+
+    "Retrying" is a pending row that has failed under its current budget (attempts >
+    attempt_base): it failed, and will be sent again, whether its backoff is still running or
+    has just ended and it waits for the next claim. "Pending" is a pending row that has not
+    failed under its current budget: a fresh one, or one a staff member has just retried (a
+    Retry starts a fresh budget). Derived, never stored. RETRYING (a Q) and RETRYING_SQL (for
+    raw statements) spell the one, WAITING and WAITING_SQL the other, and a test holds each
+    pair to the same rows.
+    """
+
+    PENDING = "pending", _("pending")
+    RETRYING = "retrying", _("retrying")
+    PROCESSING = "processing", _("processing")
+    SENT = "sent", _("sent")
+    FAILED = "failed", _("failed")
+    DEAD = "dead", _("dead")
+
+
+RETRYING = Q(status=Status.PENDING, attempts__gt=models.F("attempt_base"))
+RETRYING_SQL = "(status = 'pending' AND attempts > attempt_base)"
+# The rest of pending (attempt_base never passes attempts: a CHECK says so).
+WAITING = Q(status=Status.PENDING, attempts=models.F("attempt_base"))
+WAITING_SQL = "(status = 'pending' AND attempts = attempt_base)"
 
 
 class Notification(models.Model):
@@ -77,8 +106,20 @@ class DeliveryQuerySet(models.QuerySet):
         return self.filter(status=Status.PENDING, next_attempt_at__lte=DatabaseNow())
 
     def retrying(self):
-        """Pending rows that failed before and wait for their backoff: derived, never stored."""
-        return self.filter(status=Status.PENDING, attempts__gt=0, next_attempt_at__gt=DatabaseNow())
+        """Pending rows that failed under their current budget (ShownStatus.RETRYING)."""
+        return self.filter(RETRYING)
+
+    def waiting(self):
+        """Pending rows that have not failed under their current budget (ShownStatus.PENDING)."""
+        return self.filter(WAITING)
+
+    def shown(self, status: str):
+        """Rows people read as status, one of ShownStatus."""
+        if status == ShownStatus.RETRYING:
+            return self.retrying()
+        if status == ShownStatus.PENDING:
+            return self.waiting()
+        return self.filter(status=ShownStatus(status).value)
 
     def needs_attention(self):
         """Dead rows: a transient fault outlived the budget, and a human should look.
@@ -184,11 +225,13 @@ class NotificationDelivery(models.Model):
             models.Index(
                 fields=["error_code"], condition=~Q(error_code=""), name="deliveries_error_code"
             ),
-            # "Needs Attention", the failed list and the pending/retrying filters, newest first.
+            # "Needs Attention", the failed list and the pending/retrying filters, newest first;
+            # the pending and retrying counts too (ShownStatus: the two halves of pending).
             models.Index(
-                fields=["-created_at", "-id"],
-                condition=Q(status="pending"),
-                name="deliveries_pending",
+                fields=["-created_at", "-id"], condition=WAITING, name="deliveries_waiting"
+            ),
+            models.Index(
+                fields=["-created_at", "-id"], condition=RETRYING, name="deliveries_retrying"
             ),
             models.Index(
                 fields=["-created_at", "-id"], condition=Q(status="dead"), name="deliveries_dead"
@@ -204,14 +247,11 @@ class NotificationDelivery(models.Model):
         return f"{self.channel} delivery {self.pk} ({self.status})"
 
     @property
-    def shown_status(self) -> str:
-        """The status people read: a pending row that has failed before is "retrying".
-
-        (Derived, never stored; the queryset's retrying() also checks the wait has not
-        elapsed, which a row waiting for the next tick has.)"""
-        if self.status == Status.PENDING and self.attempts > 0:
-            return "retrying"
-        return self.status
+    def shown_status(self) -> ShownStatus:
+        """The status people read (see ShownStatus)."""
+        if self.status == Status.PENDING and self.attempts > self.attempt_base:
+            return ShownStatus.RETRYING
+        return ShownStatus(self.status)
 
 
 class NeedsAttention(NotificationDelivery):

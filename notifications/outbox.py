@@ -23,10 +23,11 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection
 
 from notifications import backoff
-from notifications.models import Status
+from notifications.models import RETRYING_SQL, WAITING_SQL, Status
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,12 @@ class Outcome:
         message: str,
         retryable: bool,
         retry_after: timedelta | None = None,
-        max_attempts: int = backoff.MAX_ATTEMPTS,
+        max_attempts: int | None = None,
     ) -> Outcome:
         decision = backoff.decide(
             attempts=delivery.sends,
             retryable=retryable,
-            max_attempts=max_attempts,
+            max_attempts=max_attempts or settings.DELIVERY_MAX_ATTEMPTS,
             retry_after=retry_after,
         )
         return cls(
@@ -242,7 +243,7 @@ def mark_failed(
     message: str,
     retryable: bool,
     retry_after: timedelta | None = None,
-    max_attempts: int = backoff.MAX_ATTEMPTS,
+    max_attempts: int | None = None,
 ) -> bool:
     """Record a failed send (pending with backoff, dead or failed); return whether it landed."""
     outcome = Outcome.failure(
@@ -309,8 +310,10 @@ class Reaped:
         return len(self.requeued) + len(self.dead)
 
 
-def reclaim_stale(*, lease: timedelta, max_attempts: int = backoff.MAX_ATTEMPTS) -> Reaped:
-    """Requeue deliveries held past the lease, or dead-letter them when the budget is spent."""
+def reclaim_stale(*, lease: timedelta, max_attempts: int | None = None) -> Reaped:
+    """Requeue deliveries held past the lease, or dead-letter them when the budget is spent
+    (max_attempts, DELIVERY_MAX_ATTEMPTS unless given)."""
+    max_attempts = max_attempts or settings.DELIVERY_MAX_ATTEMPTS
     with connection.cursor() as cursor:
         cursor.execute(
             RECLAIM_STALE_SQL,
@@ -347,18 +350,19 @@ def retry(*, delivery_id: int, include_failed: bool = False) -> bool:
         return cursor.fetchone() is not None
 
 
-# Each count reads one partial index (a claim lane, reap, dead, failed), so the cost follows
-# the size of that state, not of the table. Due and retrying rows are counted lane by lane:
-# each lane's claim index is ordered by next_attempt_at, so "due" and "waiting" are ranges of
-# it, while no single index covers both lanes. With a limit (the public page: every visitor
-# polls this), each count stops at the limit, so the cost is bounded whatever the backlog;
-# LIMIT NULL is PostgreSQL's "no limit", which the admin's exact counts use. `sent` is most of
-# a mature table and has no index of its own: it is counted while the table is small, and
-# estimated from the planner's statistics once it is large.
-QUEUE_DEPTH_SQL = """
+# Each count reads one partial index (waiting, retrying, a claim lane, reap, dead, failed), so
+# the cost follows the size of that state, not of the table. Pending and retrying are the two
+# halves of the stored pending (ShownStatus), spelled by the models' own SQL fragments. Due
+# rows are counted lane by lane: each lane's claim index is ordered by next_attempt_at, so
+# "due" is a range of it, while no single index covers both lanes. With a limit (the public
+# page: every visitor polls this), each count stops at the limit, so the cost is bounded
+# whatever the backlog; LIMIT NULL is PostgreSQL's "no limit", which the admin's exact counts
+# use. `sent` is most of a mature table and has no index of its own: it is counted while the
+# table is small, and estimated from the planner's statistics once it is large.
+QUEUE_DEPTH_SQL = f"""
 SELECT
     (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'pending' LIMIT %(limit)s) AS s) AS "pending",
+      WHERE {WAITING_SQL} LIMIT %(limit)s) AS s) AS "pending",
     least(
       (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
         WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at <= now()
@@ -367,14 +371,8 @@ SELECT
         WHERE status = 'pending' AND channel = 'demo' AND next_attempt_at <= now()
         LIMIT %(limit)s) AS s),
       %(limit)s) AS "due_now",
-    least(
-      (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-        WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at > now()
-          AND attempts > 0 LIMIT %(limit)s) AS s)
-      + (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-        WHERE status = 'pending' AND channel = 'demo' AND next_attempt_at > now()
-          AND attempts > 0 LIMIT %(limit)s) AS s),
-      %(limit)s) AS "retrying",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE {RETRYING_SQL} LIMIT %(limit)s) AS s) AS "retrying",
     (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
       WHERE status = 'processing' LIMIT %(limit)s) AS s) AS "processing",
     (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
@@ -400,6 +398,8 @@ EXACT_SENT_BELOW_ROWS = 200_000
 
 @dataclass(frozen=True)
 class QueueDepth:
+    """Deliveries per ShownStatus (pending and retrying apart), plus due_now across both."""
+
     pending: int
     due_now: int
     retrying: int
@@ -432,7 +432,8 @@ def queue_depth(*, limit: int | None = None) -> QueueDepth:
         counts = dict(zip(columns, cursor.fetchone(), strict=True))
         estimated_rows = counts.pop("estimated_rows")
         sent_share = counts.pop("sent_share")
-        others = counts["pending"] + counts["processing"] + counts["failed"] + counts["dead"]
+        unsent = ("pending", "retrying", "processing", "failed", "dead")
+        others = sum(counts[name] for name in unsent)
         if limit is None and estimated_rows >= exact_sent_below:
             # Exact counts of the other states: what is left of the table is sent.
             sent, estimate = max(estimated_rows - others, 0), True

@@ -6,8 +6,6 @@ PostgreSQL in CI (DATABASE_URL), the embedded server otherwise.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.core.management import call_command
 
@@ -42,17 +40,12 @@ def smtp_server():
 @pytest.fixture
 def pgbouncer(transactional_db):
     """PgBouncer (transaction pooling, 2 server connections) in front of the test database."""
-    import shutil
-
     from django.db import connection
 
+    from tests.helpers import require
     from tests.pgbouncer import PgBouncer
 
-    if not (shutil.which("pgbouncer") or os.path.exists("/usr/sbin/pgbouncer")):
-        reason = "PgBouncer is not installed (apt-get install pgbouncer)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; under CI a skipped test is a failure.")
-        pytest.skip(reason)
+    require("pgbouncer", install="apt-get install pgbouncer")
     params = connection.get_connection_params()
     bouncer = PgBouncer(host=params.get("host") or "127.0.0.1", port=params.get("port"))
     yield bouncer

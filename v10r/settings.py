@@ -14,6 +14,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
+# The retry arithmetic is pure (no Django): its defaults are the settings' defaults.
+from notifications import backoff
 from v10r import embedded_postgresql, platform
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -120,7 +122,7 @@ DELIVERY_BATCH_SIZE = _env_int("DELIVERY_BATCH_SIZE", default=25, minimum=1)
 DELIVERY_CONCURRENCY = _env_int("DELIVERY_CONCURRENCY", default=4, minimum=1)
 DELIVERY_LEASE_SECONDS = _env_float("DELIVERY_LEASE_SECONDS", default=300.0, minimum=1.0)
 DELIVERY_INTERVAL_SECONDS = _env_float("DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1)
-DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=5, minimum=1)
+DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=backoff.MAX_ATTEMPTS, minimum=1)
 # Channel name -> class path. Code that enqueues may only name these.
 DELIVERY_CHANNELS = {
     "email": "notifications.channels.email.EmailChannel",

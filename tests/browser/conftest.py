@@ -17,6 +17,8 @@ import pytest
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 
+from tests.helpers import require
+
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -84,12 +86,7 @@ def site(site_server, transactional_db) -> SiteServer:
 
 @pytest.fixture(scope="session")
 def chromium():
-    executable = chromium_path()
-    if executable is None:
-        reason = "Chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; under CI a skipped browser test is a failure.")
-        pytest.skip(reason)
+    executable = chromium_path() or require("chromium", install="apt-get install chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

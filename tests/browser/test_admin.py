@@ -7,10 +7,7 @@ from django.contrib.auth.models import Permission
 
 from notifications.models import NotificationDelivery, Status
 from tests.browser.conftest import csp_violations, log_in
-from tests.notifications.conftest import database_url, make_deliveries
-from tests.notifications.test_admin import finish
-from tests.notifications.test_drain import poll
-from tests.notifications.test_drain_processes import start_drain, stop
+from tests.helpers import database_url, finish, make_deliveries, poll, start_drain, stop
 
 pytestmark = pytest.mark.browser
 

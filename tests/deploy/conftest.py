@@ -7,18 +7,14 @@ import os
 import pytest
 from django.conf import settings
 
-from tests.deploy.servers import Gunicorn, Nginx, nginx_executable
-from tests.notifications.conftest import database_url
+from tests.deploy.servers import Gunicorn, Nginx
+from tests.helpers import database_url, require
 
 SECRET_KEY = "deploy-test-secret-key-not-for-production-0123456789-abcdefghij"
 
 
 def require_nginx() -> None:
-    if nginx_executable() is None:
-        reason = "nginx is not installed (apt-get install nginx)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; under CI a skipped test is a failure.")
-        pytest.skip(reason)
+    require("nginx", install="apt-get install nginx")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ Shared by the tests in this folder and bench/slow_clients.py.
 from __future__ import annotations
 
 import grp
-import os
 import pwd
 import shutil
 import signal
@@ -24,9 +23,7 @@ CONFIG = BASE_DIR / "deploy" / "gunicorn.conf.py"
 
 
 def nginx_executable() -> str | None:
-    if shutil.which("nginx"):
-        return shutil.which("nginx")
-    return "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
 
 
 class Server:

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from tests.deploy import clients
-from tests.notifications.test_drain import poll
+from tests.helpers import poll
 
 # The servers run on the test database (pytest-django creates it only for tests that ask),
 # and whatever they write is flushed after each test.

@@ -1,13 +1,9 @@
 from __future__ import annotations
 
-from datetime import datetime
-from urllib.parse import quote
-
 import psycopg
 import pytest
 from django.db import connection
 
-from notifications.models import Notification, NotificationDelivery
 from tests.notifications import channels as test_channels
 
 
@@ -27,46 +23,6 @@ def registered_test_channels(settings):
         channel.reset()
     yield
     test_channels.GatedChannel.gate.set()
-
-
-def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int]:
-    """Insert count due deliveries (one notification each) in two statements; return ids."""
-    notifications = Notification.objects.bulk_create(
-        [
-            Notification(
-                user=user, type="test", message_key="queue.demo", message_params={"label": f"n{i}"}
-            )
-            for i in range(count)
-        ]
-    )
-    deliveries = NotificationDelivery.objects.bulk_create(
-        [NotificationDelivery(notification=n, channel=channel) for n in notifications]
-    )
-    return [d.id for d in deliveries]
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        return cursor.fetchone()[0]
-
-
-def execute(sql: str, params=None) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
-def database_url() -> str:
-    """A DATABASE_URL for the test database, for subprocesses (drain_outbox, benchmarks)."""
-    params = connection.get_connection_params()
-    host = params.get("host") or "localhost"
-    netloc = quote(host, safe="") if host.startswith("/") else host
-    if params.get("port"):
-        netloc += f":{params['port']}"
-    credentials = quote(params.get("user") or "postgres", safe="")
-    if params.get("password"):
-        credentials += ":" + quote(params["password"], safe="")
-    return f"postgres://{credentials}@{netloc}/{quote(params['dbname'], safe='')}"
 
 
 @pytest.fixture

@@ -8,26 +8,11 @@ from django.contrib.auth.models import Permission
 
 from notifications import outbox
 from notifications.models import NotificationDelivery, Status
-from tests.notifications.conftest import execute, make_deliveries
+from tests.helpers import execute, finish, make_deliveries
 
 NEEDS = "/admin/notifications/needsattention/"
 FAILED = "/admin/notifications/faileddelivery/"
 DELIVERIES = "/admin/notifications/notificationdelivery/"
-
-
-def finish(delivery_ids, *, status: str) -> None:
-    """Drive rows to dead or failed through the outbox, as a drain would."""
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = ANY(%s)",
-        [delivery_ids],
-    )
-    for claimed in outbox.claim(batch_size=len(delivery_ids)):
-        outbox.mark_failed(
-            claimed,
-            code="UPSTREAM_503" if status == "dead" else "BAD_ADDRESS",
-            message="x",
-            retryable=status == "dead",
-        )
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from notifications import checks
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
-from tests.notifications.conftest import make_deliveries
+from tests.helpers import make_deliveries
 
 URL = "/cron/drain"
 SECRET = "s3cret-cron-token-of-at-least-thirty-two-characters"

@@ -10,27 +10,18 @@ from django.db import connection
 
 from notifications import drain, heartbeat
 from notifications.models import ChannelAddress, DrainHeartbeat, NotificationDelivery, Status
+from tests.helpers import execute, make_deliveries, poll
 from tests.notifications.channels import (
     AlwaysRetryableChannel,
     BlockedChannel,
     GatedChannel,
     RecordingChannel,
 )
-from tests.notifications.conftest import execute, make_deliveries
 
 
 def statuses(ids):
     rows = dict(NotificationDelivery.objects.filter(pk__in=ids).values_list("pk", "status"))
     return [rows[i] for i in ids]
-
-
-def poll(predicate, *, seconds: float = 10.0, every: float = 0.02):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
 
 
 def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,48 +13,10 @@ import psycopg
 import pytest
 
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
-from tests.notifications.conftest import database_url, make_deliveries
-from tests.notifications.test_drain import poll
+from tests.helpers import counts, database_url, make_deliveries, poll, start_drain, stop
 from v10r import embedded_postgresql
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-
-
-def start_drain(
-    *args: str, url: str, smtp_port: int, email_timeout: float = 5.0
-) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "EMAIL_"))}
-    env |= {
-        "DATABASE_URL": url,
-        "EMAIL_HOST": "127.0.0.1",
-        "EMAIL_PORT": str(smtp_port),
-        "EMAIL_TIMEOUT": str(email_timeout),
-        "DELIVERY_INTERVAL_SECONDS": "0.2",
-    }
-    env.pop("DJANGO_DEBUG", None)
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "drain_outbox", *args],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def stop(process: subprocess.Popen, *, seconds: float = 30) -> tuple[int, str]:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=seconds)
-    return process.returncode, output
-
-
-def counts() -> dict[str, int]:
-    rows = NotificationDelivery.objects.values_list("status", flat=True)
-    result: dict[str, int] = {}
-    for status in rows:
-        result[status] = result.get(status, 0) + 1
-    return result
 
 
 def test_four_processes_drain_five_thousand_deliveries_each_exactly_once(

@@ -5,9 +5,7 @@ from __future__ import annotations
 from django.db import connection
 
 from notifications.models import NotificationDelivery, Status
-from tests.notifications.conftest import make_deliveries
-from tests.notifications.test_drain import poll
-from tests.notifications.test_drain_processes import counts, start_drain, stop
+from tests.helpers import counts, make_deliveries, poll, start_drain, stop
 
 
 def test_three_drain_processes_share_two_server_connections_and_send_each_row_once(

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import require
 
 RUNNER = Path(__file__).with_name("palette_runner.mjs")
 
@@ -33,11 +33,7 @@ class NodePalette:
 
 @pytest.fixture(scope="session")
 def node_palette():
-    node = shutil.which("node")
-    if node is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Node.js is not installed; under CI a skipped test is a failure.")
-        pytest.skip("Node.js is not installed")
+    node = require("node", install="Node.js 20 or later")
     runner = NodePalette(node)
     yield runner
     runner.close()

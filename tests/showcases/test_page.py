@@ -54,7 +54,7 @@ def test_htmx_gets_only_the_live_queue_fragment(client, user_with_deliveries):
 
 @pytest.fixture
 def user_with_deliveries(django_user_model):
-    from tests.notifications.conftest import make_deliveries
+    from tests.helpers import make_deliveries
 
     user = django_user_model.objects.create_user("someone", email="s@example.com")
     return make_deliveries(user, 2, channel="email")

@@ -11,9 +11,7 @@ from django.utils import timezone
 
 from notifications.models import Notification, NotificationDelivery, Status
 from showcases import queue_demo
-from tests.notifications.conftest import database_url, make_deliveries
-from tests.notifications.test_drain import poll
-from tests.notifications.test_drain_processes import start_drain, stop
+from tests.helpers import database_url, make_deliveries, poll, start_drain, stop
 from v10r import housekeeping, ratelimit
 
 pytestmark = pytest.mark.django_db

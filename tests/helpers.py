@@ -1,0 +1,137 @@
+"""Helpers the tests share: rows, the database's clock, drain processes, waiting with a
+deadline, and requiring a program that is installed on CI machines."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+
+from notifications import outbox
+from notifications.models import Notification, NotificationDelivery
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+
+
+def require(program: str, *, install: str) -> str:
+    """Return program's path; skip the test without it, or fail it under CI (CI=true), where a
+    skipped test would hide a missing install step."""
+    path = shutil.which(program) or (
+        f"/usr/sbin/{program}" if os.path.exists(f"/usr/sbin/{program}") else None
+    )
+    if path is None:
+        reason = f"{program} is not installed ({install})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; under CI a skipped test is a failure.")
+        pytest.skip(reason)
+    return path
+
+
+def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int]:
+    """Insert count due deliveries (one notification each) in two statements; return ids."""
+    notifications = Notification.objects.bulk_create(
+        [
+            Notification(
+                user=user, type="test", message_key="queue.demo", message_params={"label": f"n{i}"}
+            )
+            for i in range(count)
+        ]
+    )
+    deliveries = NotificationDelivery.objects.bulk_create(
+        [NotificationDelivery(notification=n, channel=channel) for n in notifications]
+    )
+    return [d.id for d in deliveries]
+
+
+def db_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        return cursor.fetchone()[0]
+
+
+def execute(sql: str, params=None) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def database_url() -> str:
+    """A DATABASE_URL for the test database, for subprocesses (drain_outbox, benchmarks)."""
+    params = connection.get_connection_params()
+    host = params.get("host") or "localhost"
+    netloc = quote(host, safe="") if host.startswith("/") else host
+    if params.get("port"):
+        netloc += f":{params['port']}"
+    credentials = quote(params.get("user") or "postgres", safe="")
+    if params.get("password"):
+        credentials += ":" + quote(params["password"], safe="")
+    return f"postgres://{credentials}@{netloc}/{quote(params['dbname'], safe='')}"
+
+
+def poll(predicate, *, seconds: float = 10.0, every: float = 0.02):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False
+
+
+def start_drain(
+    *args: str, url: str, smtp_port: int, email_timeout: float = 5.0
+) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "EMAIL_"))}
+    env |= {
+        "DATABASE_URL": url,
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(smtp_port),
+        "EMAIL_TIMEOUT": str(email_timeout),
+        "DELIVERY_INTERVAL_SECONDS": "0.2",
+    }
+    env.pop("DJANGO_DEBUG", None)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "drain_outbox", *args],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen, *, seconds: float = 30) -> tuple[int, str]:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=seconds)
+    return process.returncode, output
+
+
+def counts() -> dict[str, int]:
+    rows = NotificationDelivery.objects.values_list("status", flat=True)
+    result: dict[str, int] = {}
+    for status in rows:
+        result[status] = result.get(status, 0) + 1
+    return result
+
+
+def finish(delivery_ids, *, status: str) -> None:
+    """Drive rows to dead or failed through the outbox, as a drain would."""
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = ANY(%s)",
+        [delivery_ids],
+    )
+    for claimed in outbox.claim(batch_size=len(delivery_ids)):
+        outbox.mark_failed(
+            claimed,
+            code="UPSTREAM_503" if status == "dead" else "BAD_ADDRESS",
+            message="x",
+            retryable=status == "dead",
+        )
