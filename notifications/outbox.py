@@ -230,33 +230,6 @@ def write_outcomes(outcomes: Sequence[Outcome]) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def mark_sent(delivery: ClaimedDelivery, *, provider_message_id: str) -> bool:
-    """Record a successful send; return whether the write landed (False: fenced off)."""
-    outcome = Outcome.sent(delivery, provider_message_id=provider_message_id)
-    return bool(write_outcomes([outcome]))
-
-
-def mark_failed(
-    delivery: ClaimedDelivery,
-    *,
-    code: str,
-    message: str,
-    retryable: bool,
-    retry_after: timedelta | None = None,
-    max_attempts: int | None = None,
-) -> bool:
-    """Record a failed send (pending with backoff, dead or failed); return whether it landed."""
-    outcome = Outcome.failure(
-        delivery,
-        code=code,
-        message=message,
-        retryable=retryable,
-        retry_after=retry_after,
-        max_attempts=max_attempts,
-    )
-    return bool(write_outcomes([outcome]))
-
-
 # A claimed row that was never sent (a time-boxed drain ran out of time before its turn) goes
 # back to the queue at once. Its claim bumped attempts; moving attempt_base up with it gives
 # that send back to the budget without reusing a fence value. Fenced like any other write.

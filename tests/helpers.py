@@ -129,9 +129,20 @@ def finish(delivery_ids, *, status: str) -> None:
         [delivery_ids],
     )
     for claimed in outbox.claim(batch_size=len(delivery_ids)):
-        outbox.mark_failed(
+        mark_failed(
             claimed,
             code="UPSTREAM_503" if status == "dead" else "BAD_ADDRESS",
             message="x",
             retryable=status == "dead",
         )
+
+
+def mark_sent(delivery: outbox.ClaimedDelivery, *, provider_message_id: str) -> bool:
+    """Write one claimed row's success, as a drain's flush would; whether it landed."""
+    outcome = outbox.Outcome.sent(delivery, provider_message_id=provider_message_id)
+    return bool(outbox.write_outcomes([outcome]))
+
+
+def mark_failed(delivery: outbox.ClaimedDelivery, **failure) -> bool:
+    """Write one claimed row's failure (Outcome.failure's arguments); whether it landed."""
+    return bool(outbox.write_outcomes([outbox.Outcome.failure(delivery, **failure)]))

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 
 from notifications import outbox
 from notifications.models import NotificationDelivery, Status
-from tests.helpers import execute, finish, make_deliveries
+from tests.helpers import execute, finish, make_deliveries, mark_failed, mark_sent
 
 NEEDS = "/admin/notifications/needsattention/"
 FAILED = "/admin/notifications/faileddelivery/"
@@ -47,8 +47,8 @@ VIEW = (
 def test_the_delivery_list_shows_derived_status_and_offers_no_add(admin_client, user, db):
     [retrying, sent] = make_deliveries(user, 2)
     claims = {c.id: c for c in outbox.claim(batch_size=2)}
-    outbox.mark_failed(claims[retrying], code="UPSTREAM_503", message="x", retryable=True)
-    outbox.mark_sent(claims[sent], provider_message_id="m")
+    mark_failed(claims[retrying], code="UPSTREAM_503", message="x", retryable=True)
+    mark_sent(claims[sent], provider_message_id="m")
     body = admin_client.get(DELIVERIES).content.decode()
     assert 'class="status-badge status-retrying"' in body
     assert 'class="status-badge status-sent"' in body

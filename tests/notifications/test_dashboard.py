@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from notifications import dashboard, heartbeat, outbox
-from tests.helpers import execute, make_deliveries
+from tests.helpers import execute, make_deliveries, mark_failed, mark_sent
 
 
 @pytest.mark.parametrize(
@@ -29,12 +29,12 @@ def test_health_tags(sent, system, recipient, dead, tag):
 def test_channel_health_counts_the_last_day_by_cause(db, user):
     ids = make_deliveries(user, 5)
     claims = {c.id: c for c in outbox.claim(batch_size=5)}
-    outbox.mark_sent(claims[ids[0]], provider_message_id="m")
-    outbox.mark_sent(claims[ids[1]], provider_message_id="m")
-    outbox.mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
-    outbox.mark_failed(claims[ids[3]], code="BAD_ADDRESS", message="x", retryable=False)
+    mark_sent(claims[ids[0]], provider_message_id="m")
+    mark_sent(claims[ids[1]], provider_message_id="m")
+    mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
+    mark_failed(claims[ids[3]], code="BAD_ADDRESS", message="x", retryable=False)
     # ids[4] was attempted two days ago: outside the window.
-    outbox.mark_sent(claims[ids[4]], provider_message_id="m")
+    mark_sent(claims[ids[4]], provider_message_id="m")
     execute(
         "UPDATE notifications.notification_deliveries "
         "SET attempted_at = now() - interval '2 days' WHERE id = %s",
@@ -51,8 +51,8 @@ def test_the_hourly_chart_has_24_bars_and_stacks_outcomes(db, user):
     ids = make_deliveries(user, 3)
     claims = {c.id: c for c in outbox.claim(batch_size=3)}
     for delivery_id in ids[:2]:
-        outbox.mark_sent(claims[delivery_id], provider_message_id="m")
-    outbox.mark_failed(claims[ids[2]], code="BAD", message="x", retryable=False)
+        mark_sent(claims[delivery_id], provider_message_id="m")
+    mark_failed(claims[ids[2]], code="BAD", message="x", retryable=False)
     hours = dashboard.hourly()
     assert len(hours) == 24
     assert hours[-1].counts == {"sent": 2, "retrying": 0, "failed": 1, "dead": 0}
@@ -66,7 +66,7 @@ def test_the_admin_index_shows_the_dashboard(admin_client, user, settings):
     settings.V10R_PLATFORM = "container"
     make_deliveries(user, 3)
     [claimed] = outbox.claim(batch_size=1)
-    outbox.mark_sent(claimed, provider_message_id="m")
+    mark_sent(claimed, provider_message_id="m")
     heartbeat.beat(worker="box:1", interval=timedelta(seconds=15), report={})
     body = admin_client.get("/admin/").content.decode()
     assert 'data-loop-state="running"' in body

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from notifications import outbox
 from notifications.models import NotificationDelivery, Status
-from tests.helpers import db_now, execute, make_deliveries
+from tests.helpers import db_now, execute, make_deliveries, mark_failed, mark_sent
 
 
 def row(delivery_id: int) -> NotificationDelivery:
@@ -224,21 +224,26 @@ def test_each_lane_of_the_claim_reads_its_own_index(db, user):
 # --- The fence --------------------------------------------------------------------------------
 
 
-def test_a_stale_workers_late_write_is_fenced_off(db, user):
-    [delivery_id] = make_deliveries(user, 1)
-    [first] = outbox.claim(batch_size=1)
-    # The first worker stalls past its lease; the reaper requeues the row, a second claims it.
+def outlive_lease(delivery_id: int) -> None:
+    """Let the worker holding delivery_id stall past its lease, and the reaper requeue it."""
     execute(
         "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
         "'1 hour' WHERE id = %s",
         [delivery_id],
     )
     assert len(outbox.reclaim_stale(lease=timedelta(minutes=5))) == 1
+
+
+def test_a_stale_workers_late_write_is_fenced_off(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [first] = outbox.claim(batch_size=1)
+    # The first worker stalls past its lease; the reaper requeues the row, a second claims it.
+    outlive_lease(delivery_id)
     [second] = outbox.claim(batch_size=1)
     assert second.attempts == first.attempts + 1
 
-    assert outbox.mark_sent(first, provider_message_id="late") is False
-    assert outbox.mark_failed(first, code="X", message="late", retryable=False) is False
+    assert mark_sent(first, provider_message_id="late") is False
+    assert mark_failed(first, code="X", message="late", retryable=False) is False
     stored = row(delivery_id)
     assert (stored.status, stored.attempts, stored.provider_message_id) == (
         Status.PROCESSING,
@@ -246,22 +251,17 @@ def test_a_stale_workers_late_write_is_fenced_off(db, user):
         "",
     )
 
-    assert outbox.mark_sent(second, provider_message_id="on-time") is True
+    assert mark_sent(second, provider_message_id="on-time") is True
     assert row(delivery_id).status == Status.SENT
 
 
 def test_a_success_reported_after_a_reap_but_before_a_reclaim_still_lands(db, user):
     [delivery_id] = make_deliveries(user, 1)
     [claimed] = outbox.claim(batch_size=1)
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
-        "'1 hour' WHERE id = %s",
-        [delivery_id],
-    )
-    assert len(outbox.reclaim_stale(lease=timedelta(minutes=5))) == 1
+    outlive_lease(delivery_id)
     assert row(delivery_id).status == Status.PENDING
 
-    assert outbox.mark_sent(claimed, provider_message_id="m-1") is True
+    assert mark_sent(claimed, provider_message_id="m-1") is True
     stored = row(delivery_id)
     assert (stored.status, stored.provider_message_id, stored.error_code) == (
         Status.SENT,
@@ -274,8 +274,8 @@ def test_a_success_reported_after_a_reap_but_before_a_reclaim_still_lands(db, us
 def test_a_terminal_row_cannot_be_rewritten(db, user):
     [delivery_id] = make_deliveries(user, 1)
     [claimed] = outbox.claim(batch_size=1)
-    assert outbox.mark_failed(claimed, code="BAD_ADDRESS", message="no", retryable=False)
-    assert outbox.mark_sent(claimed, provider_message_id="after") is False
+    assert mark_failed(claimed, code="BAD_ADDRESS", message="no", retryable=False)
+    assert mark_sent(claimed, provider_message_id="after") is False
     assert row(delivery_id).status == Status.FAILED
 
 
@@ -285,7 +285,7 @@ def test_a_terminal_row_cannot_be_rewritten(db, user):
 def test_a_send_records_sent_at_and_the_provider_id_from_the_database_clock(db, user):
     [delivery_id] = make_deliveries(user, 1)
     [claimed] = outbox.claim(batch_size=1)
-    assert outbox.mark_sent(claimed, provider_message_id="<abc@x>")
+    assert mark_sent(claimed, provider_message_id="<abc@x>")
     stored = row(delivery_id)
     assert stored.sent_at == db_now()
     assert stored.provider_message_id == "<abc@x>"
@@ -294,7 +294,7 @@ def test_a_send_records_sent_at_and_the_provider_id_from_the_database_clock(db, 
 def test_a_retryable_failure_waits_its_backoff_on_the_database_clock(db, user):
     [delivery_id] = make_deliveries(user, 1)
     [claimed] = outbox.claim(batch_size=1)
-    assert outbox.mark_failed(claimed, code="UPSTREAM_503", message="down", retryable=True)
+    assert mark_failed(claimed, code="UPSTREAM_503", message="down", retryable=True)
     stored = row(delivery_id)
     assert stored.status == Status.PENDING
     assert (stored.error_code, stored.error_message) == ("UPSTREAM_503", "down")
@@ -310,8 +310,8 @@ def test_a_permanent_failure_is_failed_and_a_spent_budget_is_dead(db, user):
     execute("UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s", [spent])
     claims = {c.id: c for c in outbox.claim(batch_size=2)}
     assert claims[spent].sends == 5
-    outbox.mark_failed(claims[rejected], code="BAD_ADDRESS", message="x", retryable=False)
-    outbox.mark_failed(claims[spent], code="UPSTREAM_503", message="x", retryable=True)
+    mark_failed(claims[rejected], code="BAD_ADDRESS", message="x", retryable=False)
+    mark_failed(claims[spent], code="UPSTREAM_503", message="x", retryable=True)
     assert row(rejected).status == Status.FAILED
     assert row(spent).status == Status.DEAD
     assert list(NotificationDelivery.objects.needs_attention().values_list("pk", flat=True)) == [
@@ -393,7 +393,7 @@ def kill(delivery_id: int) -> outbox.ClaimedDelivery:
         [delivery_id],
     )
     [claimed] = outbox.claim(batch_size=1)
-    outbox.mark_failed(claimed, code="UPSTREAM_503", message="x", retryable=True)
+    mark_failed(claimed, code="UPSTREAM_503", message="x", retryable=True)
     assert row(delivery_id).status == Status.DEAD
     return claimed
 
@@ -411,15 +411,15 @@ def test_retry_requeues_a_dead_row_now_with_a_fresh_budget_and_new_fence_values(
     [fresh] = outbox.claim(batch_size=1)
     assert fresh.attempts == 6  # never a value an earlier worker held
     assert fresh.sends == 1  # the budget starts again
-    assert outbox.mark_sent(last_claim, provider_message_id="ghost") is False
-    assert outbox.mark_sent(fresh, provider_message_id="ok") is True
+    assert mark_sent(last_claim, provider_message_id="ghost") is False
+    assert mark_sent(fresh, provider_message_id="ok") is True
 
 
 def test_retry_leaves_failed_rows_alone_unless_asked_and_refuses_other_states(db, user):
     [failed, sent] = make_deliveries(user, 2)
     claims = {c.id: c for c in outbox.claim(batch_size=2)}
-    outbox.mark_failed(claims[failed], code="BAD_ADDRESS", message="x", retryable=False)
-    outbox.mark_sent(claims[sent], provider_message_id="m")
+    mark_failed(claims[failed], code="BAD_ADDRESS", message="x", retryable=False)
+    mark_sent(claims[sent], provider_message_id="m")
 
     assert outbox.retry(delivery_id=failed) is False
     assert row(failed).status == Status.FAILED
@@ -462,7 +462,7 @@ def test_a_limited_queue_depth_estimates_sent_from_the_statistics_of_a_large_tab
 ):
     make_deliveries(user, 40)
     for claimed in outbox.claim(batch_size=30):
-        outbox.mark_sent(claimed, provider_message_id="m")
+        mark_sent(claimed, provider_message_id="m")
     execute("ANALYZE notifications.notification_deliveries")
     monkeypatch.setattr(outbox, "EXACT_SENT_BELOW_ROWS", 0)
     # 30 of the 40 rows are sent; the pending count stopped at 5, so "the rest are sent"
@@ -475,9 +475,9 @@ def test_a_limited_queue_depth_estimates_sent_from_the_statistics_of_a_large_tab
 def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
     ids = make_deliveries(user, 6)
     claims = {c.id: c for c in outbox.claim(batch_size=4)}
-    outbox.mark_sent(claims[ids[0]], provider_message_id="m")
-    outbox.mark_failed(claims[ids[1]], code="BAD", message="x", retryable=False)
-    outbox.mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
+    mark_sent(claims[ids[0]], provider_message_id="m")
+    mark_failed(claims[ids[1]], code="BAD", message="x", retryable=False)
+    mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
     # ids[3] stays processing; ids[4] and ids[5] are pending and due; ids[2] is retrying, and
     # only that: pending and retrying are the two halves of the stored pending.
     depth = outbox.queue_depth()

@@ -14,7 +14,7 @@ from notifications.models import (
     NotificationDelivery,
     ShownStatus,
 )
-from tests.helpers import execute, make_deliveries
+from tests.helpers import execute, make_deliveries, mark_failed
 
 DELIVERIES = "/admin/notifications/notificationdelivery/"
 
@@ -26,7 +26,7 @@ def rows(user):
     waiting_out, due_again, retried, fresh = make_deliveries(user, 4)
     claims = {c.id: c for c in outbox.claim(batch_size=3)}
     for failed in (waiting_out, due_again, retried):
-        outbox.mark_failed(claims[failed], code="UPSTREAM_503", message="x", retryable=True)
+        mark_failed(claims[failed], code="UPSTREAM_503", message="x", retryable=True)
     # due_again's backoff has run out: it waits only for the next claim.
     execute(
         "UPDATE notifications.notification_deliveries SET next_attempt_at = now() WHERE id = %s",
