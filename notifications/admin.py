@@ -21,8 +21,7 @@ from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from notifications import messages as catalogue
-from notifications import outbox
+from notifications import catalogue, outbox
 from notifications.models import (
     FailedDelivery,
     NeedsAttention,
@@ -225,14 +224,11 @@ class DeliveryAdmin(ReadOnlyAdmin):
     @admin.display(description=_("title"))
     def title(self, delivery):
         notification = delivery.notification
-        try:
-            return catalogue.render(
-                key=notification.message_key,
-                params=notification.message_params,
-                language=get_language(),
-            ).subject
-        except (KeyError, ValueError):
-            return notification.message_key
+        return catalogue.render_or_key(
+            key=notification.message_key,
+            params=notification.message_params,
+            language=get_language(),
+        ).subject
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, delivery):

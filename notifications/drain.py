@@ -24,7 +24,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError
 
-from notifications import channels, messages, outbox
+from notifications import catalogue, channels, outbox
 from notifications.channels.base import Channel, ChannelError, Outgoing
 from notifications.models import DEMO_CHANNEL, ChannelAddress, Recipient, Status
 from notifications.outbox import ClaimedDelivery, Outcome
@@ -266,10 +266,10 @@ def _prepare(
         language = languages.get(delivery.user_id, settings.LANGUAGE_CODE)
         if channel.renders:
             try:
-                rendered = messages.render(
+                rendered = catalogue.render(
                     key=delivery.message_key, params=delivery.message_params, language=language
                 )
-            except (KeyError, IndexError, ValueError) as exc:
+            except catalogue.RENDER_ERRORS as exc:
                 fail(delivery, "BAD_MESSAGE", f"Cannot render {delivery.message_key!r}: {exc!r}")
                 continue
             subject, body = rendered.subject, rendered.body

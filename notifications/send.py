@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from notifications import messages
+from notifications import catalogue
 from notifications.models import Notification, NotificationDelivery
 
 
@@ -44,7 +44,7 @@ def send_notification(
     names = _channels(channels)
     if not type or len(type) > 64:
         raise ValueError("type must be 1 to 64 characters.")
-    messages.validate(key=message_key, params=params)
+    catalogue.validate(key=message_key, params=params)
     try:
         json.dumps(params)
     except TypeError as exc:

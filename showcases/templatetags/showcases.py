@@ -5,7 +5,7 @@ from datetime import timedelta
 from django import template
 from django.utils.translation import gettext as _
 
-from notifications import messages
+from notifications import catalogue
 from notifications.models import NotificationDelivery
 
 register = template.Library()
@@ -32,12 +32,9 @@ def rendered_message(context, delivery: NotificationDelivery) -> str:
     notification = delivery.notification
     request = context.get("request")
     language = getattr(request, "LANGUAGE_CODE", "en")
-    try:
-        return messages.render(
-            key=notification.message_key, params=notification.message_params, language=language
-        ).body
-    except (KeyError, ValueError):
-        return notification.message_key
+    return catalogue.render_or_key(
+        key=notification.message_key, params=notification.message_params, language=language
+    ).body
 
 
 @register.filter

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from notifications import drain, messages
+from notifications import catalogue, drain
 from notifications.models import Notification, NotificationDelivery, Recipient
 from notifications.send import deliver, send_notification
 from tests.notifications.channels import RecordingChannel
@@ -115,10 +115,10 @@ def test_messages_are_rendered_at_delivery_in_the_recipients_language(db, user, 
 
 
 def test_every_message_has_a_translation_in_every_language():
-    for key, message in messages.MESSAGES.items():
-        english = messages.render(key=key, params=_blanks(message), language="en")
+    for key, message in catalogue.MESSAGES.items():
+        english = catalogue.render(key=key, params=_blanks(message), language="en")
         for language in ("ru", "de"):
-            rendered = messages.render(key=key, params=_blanks(message), language=language)
+            rendered = catalogue.render(key=key, params=_blanks(message), language=language)
             assert rendered.subject != english.subject, (key, language)
             assert rendered.body != english.body, (key, language)
 
@@ -133,3 +133,15 @@ def _blanks(message):
         if name
     }
     return dict.fromkeys(names, "X")
+
+
+@pytest.mark.parametrize(
+    ("key", "params"),
+    [("no.such.message", {}), ("welcome", {})],
+    ids=["removed key", "missing parameter"],
+)
+def test_a_stored_notification_that_cannot_be_rendered_shows_its_key(key, params):
+    shown = catalogue.render_or_key(key=key, params=params, language="ru")
+    assert (shown.subject, shown.body) == (key, key)
+    ok = catalogue.render_or_key(key="welcome", params={"name": "Ада"}, language="ru")
+    assert ok.subject == "Добро пожаловать в v10r, Ада"

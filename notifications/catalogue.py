@@ -1,4 +1,4 @@
-"""The messages notifications can carry, by key.
+"""The catalogue of messages notifications can carry, by key.
 
 A notification stores only a key and its parameters; the words are chosen when a delivery is
 sent, in the recipient's language, so a message queued in English reaches a Russian reader in
@@ -72,3 +72,17 @@ def render(*, key: str, params: Mapping[str, Any], language: str) -> Rendered:
             body=str(message.body).format(**params),
             language=language,
         )
+
+
+# What render() raises on a stored notification it cannot render: a key removed since it was
+# queued, a parameter its message no longer has, a template a translation broke.
+RENDER_ERRORS = (KeyError, IndexError, ValueError)
+
+
+def render_or_key(*, key: str, params: Mapping[str, Any], language: str) -> Rendered:
+    """render(), or the key itself as subject and body when the message cannot be rendered:
+    for pages that show stored notifications and must not fail on an old one."""
+    try:
+        return render(key=key, params=params, language=language)
+    except RENDER_ERRORS:
+        return Rendered(subject=key, body=key, language=language)
