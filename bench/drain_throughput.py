@@ -65,14 +65,14 @@ def worker(url: str, batch_size: int, ready, start, results) -> None:
     from django.db import connection
 
     settings.DELIVERY_CHANNELS = {**settings.DELIVERY_CHANNELS, "noop": "bench.noop.NoopChannel"}
-    from notifications import drain
+    from notifications import worker
 
     connection.ensure_connection()
     ready.release()
     start.wait()
     drained = 0
     while True:
-        report = drain.drain_once(batch_size=batch_size)
+        report = worker.drain_once(batch_size=batch_size)
         drained += report.sent
         if report.claimed == 0:
             break

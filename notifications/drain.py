@@ -5,19 +5,20 @@ rather than one per row; only the calling thread touches the database. Outcomes 
 in groups, one statement per flush, at least every FLUSH_EVERY and at the end of the batch,
 so a crash re-sends at most what was sent since the last flush.
 
-A drain may be given a time budget (the cron trigger's request must answer before the web
-server's timeout): it then starts no send that could not finish in time, hands the rows it
-did not get to back to the queue, and writes what it has.
+A drain may be given a deadline (the cron trigger's request must answer before the proxy's
+timeout): it then starts no send that could not finish in time, hands the rows it did not get
+to back to the queue, and writes what it has.
+
+This module keeps no state of its own: the pool, the outcomes still to be written and the
+guard against two drains at once belong to the process's Worker (notifications/worker.py).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -33,12 +34,28 @@ logger = logging.getLogger(__name__)
 
 FLUSH_EVERY = 0.1  # seconds
 
-# Not a lock on the queue (the claim is that): it only stops one process from stacking a
-# second drain on top of one still running, such as a cron request arriving mid-batch.
-_draining = threading.Lock()
-# Outcomes whose write failed because the database went away; written first next time.
-_unwritten: list[Outcome] = []
-_executors: dict[int, ThreadPoolExecutor] = {}
+
+@dataclass(frozen=True)
+class Policy:
+    """How a drain works its batch: the DELIVERY_* settings, or a command's options."""
+
+    batch_size: int
+    concurrency: int
+    lease: timedelta
+    max_attempts: int
+
+    @classmethod
+    def from_settings(cls) -> Policy:
+        return cls(
+            batch_size=settings.DELIVERY_BATCH_SIZE,
+            concurrency=settings.DELIVERY_CONCURRENCY,
+            lease=timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
+            max_attempts=settings.DELIVERY_MAX_ATTEMPTS,
+        )
+
+    def with_changes(self, **changes) -> Policy:
+        """This policy with the changes that are not None."""
+        return replace(self, **{name: v for name, v in changes.items() if v is not None})
 
 
 # The Report fields that count rows, in the order the log line shows them.
@@ -75,62 +92,24 @@ class Report:
         return " ".join(f"{name}={getattr(self, name)}" for name in COUNTS)
 
 
-def drain_once(
+def drain(
     *,
-    batch_size: int | None = None,
-    concurrency: int | None = None,
-    lease: timedelta | None = None,
-    max_attempts: int | None = None,
-    budget: timedelta | None = None,
+    policy: Policy,
+    pool: ThreadPoolExecutor,
+    unwritten: list[Outcome],
+    deadline: float | None = None,
 ) -> Report:
-    """Drain one batch; return what happened. A second call while one runs does nothing.
+    """Drain one batch; return what happened.
 
-    With a budget, no send starts that its channel's worst case could carry past it."""
-    if not _draining.acquire(blocking=False):
-        return Report(skipped=True)
-    deadline = time.monotonic() + budget.total_seconds() if budget is not None else None
-    try:
-        return _drain(
-            batch_size=batch_size or settings.DELIVERY_BATCH_SIZE,
-            concurrency=concurrency or settings.DELIVERY_CONCURRENCY,
-            lease=lease or timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
-            max_attempts=max_attempts or settings.DELIVERY_MAX_ATTEMPTS,
-            deadline=deadline,
-        )
-    finally:
-        _draining.release()
-
-
-def drain_within(*, budget: timedelta) -> Report:
-    """Drain batch after batch while rows are due and budget is left; return the total.
-
-    Claiming stops once not even the quickest channel's worst-case send would fit, or once a
-    batch had to hand rows back: what is left of the budget is then too short to be useful."""
-    deadline = time.monotonic() + budget.total_seconds()
-    quickest = min((c.worst_case for c in channels.configured().values()), default=timedelta())
-    total = Report()
-    while (left := deadline - time.monotonic()) >= quickest.total_seconds():
-        report = drain_once(budget=timedelta(seconds=left))
-        if report.skipped:
-            return total if total.claimed else report
-        total.add(report)
-        if not report.more_due or report.released:
-            break
-    return total
-
-
-def _drain(
-    *,
-    batch_size: int,
-    concurrency: int,
-    lease: timedelta,
-    max_attempts: int,
-    deadline: float | None,
-) -> Report:
+    pool runs the sends (policy.concurrency threads); unwritten holds outcomes an earlier
+    drain could not write (the database was gone): they are written first, and this drain's
+    go there too if the database goes away again. deadline is a time.monotonic() value."""
+    batch_size, concurrency = policy.batch_size, policy.concurrency
+    lease, max_attempts = policy.lease, policy.max_attempts
     report = Report()
-    if _unwritten:
-        _tally(report, list(_unwritten), outbox.write_outcomes(_unwritten))
-        _unwritten.clear()
+    if unwritten:
+        _tally(report, list(unwritten), outbox.write_outcomes(unwritten))
+        unwritten.clear()
 
     reaped = outbox.reclaim_stale(lease=lease, max_attempts=max_attempts)
     report.reaped = len(reaped)
@@ -147,12 +126,18 @@ def _drain(
     claimed.sort(key=lambda d: d.channel == DEMO_CHANNEL)
 
     ready, immediate = _prepare(claimed, max_attempts=max_attempts)
-    writer = _Writer(report)
+    writer = _Writer(report, unwritten)
     writer.add(immediate)
     unsent: list[ClaimedDelivery] = []
-    for finished in _send_all(
-        ready, concurrency=concurrency, max_attempts=max_attempts, deadline=deadline, unsent=unsent
-    ):
+    sends = _send_all(
+        ready,
+        pool=pool,
+        sequential=concurrency == 1,
+        max_attempts=max_attempts,
+        deadline=deadline,
+        unsent=unsent,
+    )
+    for finished in sends:
         if finished is not None:
             writer.add([finished])
         if writer.due():
@@ -168,18 +153,19 @@ def _drain(
 class _Writer:
     """Buffers outcomes and writes them in groups; keeps them when the database is gone."""
 
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: Report, unwritten: list[Outcome]) -> None:
         self.report = report
+        self.unwritten = unwritten
         self.buffer: list[Outcome] = []
         self.blocked: list[tuple[ClaimedDelivery, Outcome]] = []
         self.last_flush = time.monotonic()
         self.error: DatabaseError | None = None
 
-    def add(self, items: list[tuple[ClaimedDelivery, Outcome, bool]]) -> None:
-        for delivery, outcome, deactivate in items:
-            self.buffer.append(outcome)
-            if deactivate:
-                self.blocked.append((delivery, outcome))
+    def add(self, items: list[Finished]) -> None:
+        for item in items:
+            self.buffer.append(item.outcome)
+            if item.deactivate_address:
+                self.blocked.append((item.delivery, item.outcome))
 
     def due(self) -> bool:
         return time.monotonic() - self.last_flush >= FLUSH_EVERY
@@ -202,7 +188,7 @@ class _Writer:
                 return
         # The database is unreachable: keep every outcome for the next drain to write. The
         # fences make that write safe however late it comes.
-        _unwritten.extend(batch)
+        self.unwritten.extend(batch)
 
 
 def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
@@ -228,7 +214,7 @@ def _deactivate(blocked: list[tuple[ClaimedDelivery, Outcome]]) -> None:
 
 def _prepare(
     claimed: list[ClaimedDelivery], *, max_attempts: int
-) -> tuple[list[tuple[ClaimedDelivery, Channel, Outgoing]], list]:
+) -> tuple[list[tuple[ClaimedDelivery, Channel, Outgoing]], list[Finished]]:
     """Render each claimed delivery for its channel, or fail it now when that is impossible.
 
     Addresses and languages are read for the whole batch at once: a query per kind, not
@@ -246,7 +232,7 @@ def _prepare(
         outcome = Outcome.failure(
             delivery, code=code, message=message, retryable=False, max_attempts=max_attempts
         )
-        immediate.append((delivery, outcome, False))
+        immediate.append(Finished(delivery, outcome))
 
     for delivery in claimed:
         channel = by_name[delivery.channel]
@@ -315,6 +301,15 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
 
 
 @dataclass(frozen=True)
+class Finished:
+    """One send done: the outcome to write, and whether the recipient blocked us."""
+
+    delivery: ClaimedDelivery
+    outcome: Outcome
+    deactivate_address: bool = False
+
+
+@dataclass(frozen=True)
 class _NotStarted:
     """A send a sender thread did not start: the deadline was too near."""
 
@@ -324,77 +319,54 @@ class _NotStarted:
 def _send_all(
     ready,
     *,
-    concurrency: int,
+    pool: ThreadPoolExecutor,
+    sequential: bool,
     max_attempts: int,
     deadline: float | None,
     unsent: list[ClaimedDelivery],
 ):
-    """Yield (delivery, outcome, deactivate) as sends finish, up to concurrency at a time.
+    """Yield each Finished send, as they finish, on pool (sequential: on this thread).
 
     While sends are out and none finishes, yield None every FLUSH_EVERY, so the caller can
     write what has finished without waiting for the slowest send of the batch. With a
     deadline (time.monotonic()), a send that could outlast it is not started: its delivery
     goes to unsent instead.
     """
-    if not ready:
-        return
 
-    def in_time(channel: Channel) -> bool:
-        if deadline is None:
-            return True
-        return time.monotonic() + channel.worst_case.total_seconds() <= deadline
+    def send(delivery: ClaimedDelivery, channel: Channel, outgoing: Outgoing):
+        if (
+            deadline is not None
+            and time.monotonic() + channel.worst_case.total_seconds() > deadline
+        ):
+            return _NotStarted(delivery)
+        return _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
 
-    if concurrency == 1 or len(ready) == 1:
-        for delivery, channel, outgoing in ready:
-            if in_time(channel):
-                yield _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
-            else:
-                unsent.append(delivery)
-        return
-    work: queue.SimpleQueue = queue.SimpleQueue()
-    for item in ready:
-        work.put(item)
-    results: queue.SimpleQueue = queue.SimpleQueue()
-
-    def sender() -> None:
-        while True:
-            try:
-                delivery, channel, outgoing = work.get_nowait()
-            except queue.Empty:
-                return
-            if in_time(channel):
-                results.put(_send_one(delivery, channel, outgoing, max_attempts=max_attempts))
-            else:
-                results.put(_NotStarted(delivery))
-
-    executor = _executor(concurrency)
-    for _ in range(min(concurrency, len(ready))):
-        executor.submit(sender)
-    remaining = len(ready)
-    while remaining:
-        try:
-            finished = results.get(timeout=FLUSH_EVERY)
-        except queue.Empty:
-            yield None
+    if sequential or len(ready) == 1:
+        # No thread to hand over to: one send after the other, here.
+        results = (send(*item) for item in ready)
+    else:
+        results = _as_finished([pool.submit(send, *item) for item in ready])
+    for result in results:
+        if isinstance(result, _NotStarted):
+            unsent.append(result.delivery)
         else:
-            remaining -= 1
-            if isinstance(finished, _NotStarted):
-                unsent.append(finished.delivery)
-            else:
-                yield finished
+            yield result
 
 
-def _executor(concurrency: int) -> ThreadPoolExecutor:
-    if concurrency not in _executors:
-        _executors[concurrency] = ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix=f"outbox-send-{concurrency}"
-        )
-    return _executors[concurrency]
+def _as_finished(futures):
+    """Yield the futures' results as they come, and None after each FLUSH_EVERY without one."""
+    waiting = set(futures)
+    while waiting:
+        done, waiting = wait(waiting, timeout=FLUSH_EVERY, return_when=FIRST_COMPLETED)
+        if not done:
+            yield None
+        for future in done:
+            yield future.result()
 
 
 def _send_one(
     delivery: ClaimedDelivery, channel: Channel, outgoing: Outgoing, *, max_attempts: int
-) -> tuple[ClaimedDelivery, Outcome, bool]:
+) -> Finished:
     try:
         result = channel.send(outgoing)
     except ChannelError as exc:
@@ -406,7 +378,7 @@ def _send_one(
             retry_after=exc.retry_after,
             max_attempts=max_attempts,
         )
-        return delivery, outcome, exc.deactivate_address
+        return Finished(delivery, outcome, exc.deactivate_address)
     except Exception as exc:
         # A bug or an unexpected failure in a channel costs one attempt of one row, never
         # the batch.
@@ -420,5 +392,7 @@ def _send_one(
             retryable=True,
             max_attempts=max_attempts,
         )
-        return delivery, outcome, False
-    return delivery, Outcome.sent(delivery, provider_message_id=result.provider_message_id), False
+        return Finished(delivery, outcome)
+    return Finished(
+        delivery, Outcome.sent(delivery, provider_message_id=result.provider_message_id)
+    )

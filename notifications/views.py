@@ -8,8 +8,8 @@ from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from notifications import drain, heartbeat
-from v10r import clients, housekeeping, ratelimit
+from notifications.worker import Worker
+from v10r import clients, ratelimit
 
 CRON_LIMIT = 12
 CRON_WINDOW = timedelta(minutes=1)
@@ -63,12 +63,11 @@ def cron_drain(request):
             f"At most {CRON_LIMIT} drains a minute; try again in {verdict.retry_after_seconds} s.",
             verdict,
         )
-    report = drain.drain_within(budget=timedelta(seconds=settings.CRON_DRAIN_SECONDS))
-    if report.skipped:
-        return JsonResponse({"report": report.as_dict()}, status=409)
-    heartbeat.beat(worker=heartbeat.CRON_WORKER, interval=timedelta(0), report=report.as_dict())
-    # A serverless deployment has no resident loop to tidy up after the site: this is it.
-    tidied = housekeeping.run() if not report.more_due else None
-    return JsonResponse(
-        {"report": report.as_dict(), "housekeeping": tidied.as_dict() if tidied else None}
-    )
+    # The process's worker, as drain_outbox --once uses it: a serverless deployment has no
+    # loop of its own, so this tick also records the heartbeat and tidies up after the site.
+    tick = Worker.for_process().tick(budget=timedelta(seconds=settings.CRON_DRAIN_SECONDS))
+    body = {
+        "report": tick.report.as_dict(),
+        "housekeeping": tick.tidied.as_dict() if tick.tidied else None,
+    }
+    return JsonResponse(body, status=409 if tick.report.skipped else 200)

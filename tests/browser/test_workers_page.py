@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from notifications import drain
+from notifications import worker
 from tests.browser.conftest import csp_violations
 
 pytestmark = pytest.mark.browser
@@ -173,7 +173,7 @@ def test_try_it_shows_the_notification_move_through_the_queue(site, page):
     page.click(".try-it button[type=submit]")
     page.wait_for_selector("[data-feed-status=pending]")
     assert int(page.text_content("[data-depth=pending]")) == before + 1
-    drain.drain_once()  # the drain loop's turn: the same claim, fence and writes
+    worker.drain_once()  # the drain loop's turn: the same claim, fence and writes
     page.wait_for_selector("[data-feed-status=sent]", timeout=10_000)
     assert int(page.text_content("[data-depth=sent]")) >= 1
     assert csp_violations(page) == []

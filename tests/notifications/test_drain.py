@@ -8,7 +8,7 @@ import pytest
 from django.core import checks
 from django.db import connection
 
-from notifications import drain, heartbeat
+from notifications import heartbeat, worker
 from notifications.models import ChannelAddress, DrainHeartbeat, NotificationDelivery, Status
 from tests.helpers import execute, make_deliveries, poll
 from tests.notifications.channels import (
@@ -26,7 +26,7 @@ def statuses(ids):
 
 def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
     ids = make_deliveries(user, 3)
-    report = drain.drain_once(batch_size=10)
+    report = worker.drain_once(batch_size=10)
     assert report.as_dict() == {
         "reaped": 0,
         "claimed": 3,
@@ -41,14 +41,14 @@ def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
     }
     assert sorted(o.delivery_id for o in RecordingChannel.seen) == ids
     assert statuses(ids) == [Status.SENT] * 3
-    assert drain.drain_once(batch_size=10).claimed == 0
+    assert worker.drain_once(batch_size=10).claimed == 0
 
 
 def test_an_unknown_channel_or_a_bug_fails_its_row_never_the_batch(db, user):
     [unknown] = make_deliveries(user, 1, channel="pigeon")
     [buggy] = make_deliveries(user, 1, channel="exploding")
     [fine] = make_deliveries(user, 1)
-    report = drain.drain_once(batch_size=10)
+    report = worker.drain_once(batch_size=10)
     assert (report.sent, report.failed, report.retrying) == (1, 1, 1)
     rows = {d.pk: d for d in NotificationDelivery.objects.all()}
     assert (rows[unknown].status, rows[unknown].error_code) == (Status.FAILED, "UNKNOWN_CHANNEL")
@@ -60,7 +60,7 @@ def test_an_unknown_channel_or_a_bug_fails_its_row_never_the_batch(db, user):
 def test_a_channel_that_always_fails_gets_five_sends_then_dead_and_no_sixth(db, user):
     [delivery_id] = make_deliveries(user, 1, channel="always_retryable")
     for _ in range(8):
-        drain.drain_once()
+        worker.drain_once()
         # Skip the backoff wait: make whatever is pending due now, by the database clock.
         execute(
             "UPDATE notifications.notification_deliveries SET next_attempt_at = now() "
@@ -74,12 +74,12 @@ def test_a_channel_that_always_fails_gets_five_sends_then_dead_and_no_sixth(db, 
 def test_a_recipient_who_blocked_the_bot_has_the_address_switched_off(db, user):
     ChannelAddress.objects.create(user=user, channel="blocked", address="chat-42")
     [delivery_id] = make_deliveries(user, 1, channel="blocked")
-    assert drain.drain_once().failed == 1
+    assert worker.drain_once().failed == 1
     assert BlockedChannel.seen[0].address == "chat-42"
     assert not ChannelAddress.objects.get(user=user, channel="blocked").is_active
     # With no active address left, the next notification fails without a send.
     make_deliveries(user, 1, channel="blocked")
-    drain.drain_once()
+    worker.drain_once()
     assert len(BlockedChannel.seen) == 1
     assert NotificationDelivery.objects.exclude(pk=delivery_id).get().error_code == "NO_RECIPIENT"
 
@@ -100,9 +100,9 @@ def run_in_thread(function):
 
 def test_one_process_never_runs_two_drains_at_once(transactional_db, user):
     make_deliveries(user, 1, channel="gated")
-    thread, result = run_in_thread(lambda: drain.drain_once(batch_size=5))
+    thread, result = run_in_thread(lambda: worker.drain_once(batch_size=5))
     assert poll(lambda: GatedChannel.in_flight == 1)
-    assert drain.drain_once(batch_size=5).skipped is True
+    assert worker.drain_once(batch_size=5).skipped is True
     GatedChannel.gate.set()
     thread.join(10)
     assert result["value"].sent == 1
@@ -110,7 +110,7 @@ def test_one_process_never_runs_two_drains_at_once(transactional_db, user):
 
 def test_sends_run_concurrently_up_to_the_limit(transactional_db, user):
     make_deliveries(user, 9, channel="gated")
-    thread, result = run_in_thread(lambda: drain.drain_once(batch_size=9, concurrency=4))
+    thread, result = run_in_thread(lambda: worker.drain_once(batch_size=9, concurrency=4))
     assert poll(lambda: GatedChannel.in_flight == 4)
     time.sleep(0.1)  # give a fifth send the chance to start, were the limit broken
     assert GatedChannel.most_in_flight == 4
@@ -122,7 +122,7 @@ def test_sends_run_concurrently_up_to_the_limit(transactional_db, user):
 def test_finished_sends_are_written_while_a_slow_one_is_still_out(transactional_db, user):
     ids = make_deliveries(user, 4, channel="gated")
     GatedChannel.slow_ids = {ids[0]}
-    thread, _ = run_in_thread(lambda: drain.drain_once(batch_size=4, concurrency=2))
+    thread, _ = run_in_thread(lambda: worker.drain_once(batch_size=4, concurrency=2))
     # The three quick sends are flushed (within about 100 ms) while the slow one waits.
     assert poll(lambda: statuses(ids[1:]) == [Status.SENT] * 3, seconds=5)
     assert statuses(ids[:1]) == [Status.PROCESSING]
@@ -212,7 +212,7 @@ def test_with_2000_demo_rows_queued_a_real_email_queued_after_them_goes_in_the_n
     reader = django_user_model.objects.create_user("ada", email="ada@example.com")
     [email] = make_deliveries(reader, 1, channel="email")
 
-    report = drain.drain_once(batch_size=25, concurrency=4)
+    report = worker.drain_once(batch_size=25, concurrency=4)
 
     assert NotificationDelivery.objects.get(pk=email).status == Status.SENT
     assert [m["To"] for m in smtp_server.mailbox.messages] == ["ada@example.com"]
@@ -224,6 +224,6 @@ def test_with_2000_demo_rows_queued_a_real_email_queued_after_them_goes_in_the_n
 
 def test_a_batch_says_more_are_due_only_when_a_lane_came_back_full(db, user):
     make_deliveries(user, 3)
-    assert not drain.drain_once(batch_size=10, concurrency=4).more_due
+    assert not worker.drain_once(batch_size=10, concurrency=4).more_due
     make_deliveries(user, 10)
-    assert drain.drain_once(batch_size=10, concurrency=4).more_due
+    assert worker.drain_once(batch_size=10, concurrency=4).more_due

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from notifications import drain
+from notifications import worker
 from notifications.models import NotificationDelivery, Status
 from notifications.send import send_notification
 from tests.smtp import SilentServer
@@ -32,7 +32,7 @@ def mail_to(settings, smtp_server):
 
 def test_an_accepted_email_is_sent_with_a_stable_message_id(db, django_user_model, mail_to):
     delivery_id = queue_email(django_user_model, "ada@example.com")
-    report = drain.drain_once()
+    report = worker.drain_once()
     assert (report.claimed, report.sent) == (1, 1)
     [message] = mail_to.mailbox.messages
     assert message["To"] == "ada@example.com"
@@ -45,7 +45,7 @@ def test_an_accepted_email_is_sent_with_a_stable_message_id(db, django_user_mode
 
 def test_a_4xx_reply_leaves_the_row_pending_for_a_retry(db, django_user_model, mail_to):
     delivery_id = queue_email(django_user_model, "busy@example.com")
-    assert drain.drain_once().retrying == 1
+    assert worker.drain_once().retrying == 1
     stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code) == (Status.PENDING, "SMTP_451")
     assert "try again later" in stored.error_message
@@ -53,7 +53,7 @@ def test_a_4xx_reply_leaves_the_row_pending_for_a_retry(db, django_user_model, m
 
 def test_a_5xx_reply_fails_the_row_for_good(db, django_user_model, mail_to):
     delivery_id = queue_email(django_user_model, "nope@example.com")
-    assert drain.drain_once().failed == 1
+    assert worker.drain_once().failed == 1
     stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code) == (Status.FAILED, "SMTP_550")
 
@@ -64,7 +64,7 @@ def test_a_line_break_in_the_subject_fails_for_good_without_touching_the_network
     delivery_id = queue_email(
         django_user_model, "eve@example.com", name="Eve\r\nBcc: everyone@example.com"
     )
-    assert drain.drain_once().failed == 1
+    assert worker.drain_once().failed == 1
     stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code, stored.attempts) == (Status.FAILED, "BAD_MESSAGE", 1)
     assert "linefeed" in stored.error_message
@@ -73,7 +73,7 @@ def test_a_line_break_in_the_subject_fails_for_good_without_touching_the_network
 
 def test_a_malformed_address_fails_without_touching_the_network(db, django_user_model, mail_to):
     delivery_id = queue_email(django_user_model, "not an address")
-    assert drain.drain_once().failed == 1
+    assert worker.drain_once().failed == 1
     assert NotificationDelivery.objects.get(pk=delivery_id).error_code == "BAD_ADDRESS"
     assert mail_to.mailbox.messages == []
 
@@ -82,7 +82,7 @@ def test_a_user_without_an_email_fails_that_row_only(db, django_user_model, mail
     without = queue_email(django_user_model, "ada@example.com")
     django_user_model.objects.filter(username="ada").update(email="")
     with_address = queue_email(django_user_model, "bob@example.com")
-    report = drain.drain_once()
+    report = worker.drain_once()
     assert (report.failed, report.sent) == (1, 1)
     assert NotificationDelivery.objects.get(pk=without).error_code == "NO_RECIPIENT"
     assert NotificationDelivery.objects.get(pk=with_address).status == Status.SENT
@@ -101,7 +101,7 @@ def test_a_server_that_never_answers_times_out_within_the_email_timeout(
     delivery_id = queue_email(django_user_model, "ada@example.com")
     started = time.monotonic()
     try:
-        report = drain.drain_once()
+        report = worker.drain_once()
     finally:
         silent.stop()
     elapsed = time.monotonic() - started
@@ -120,7 +120,7 @@ def test_a_server_that_drips_its_replies_is_cut_off_by_the_total_deadline(
     settings.MAILERS = {"default": mail_to.mailer(timeout=1.0)}
     delivery_id = queue_email(django_user_model, "ada@example.com")
     started = time.monotonic()
-    drain.drain_once()
+    worker.drain_once()
     assert time.monotonic() - started < 2.0
     stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")

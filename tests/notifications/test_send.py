@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from notifications import catalogue, drain
+from notifications import catalogue, worker
 from notifications.models import Notification, NotificationDelivery, Recipient
 from notifications.send import deliver, send_notification
 from tests.notifications.channels import RecordingChannel
@@ -108,7 +108,7 @@ def test_messages_are_rendered_at_delivery_in_the_recipients_language(db, user, 
     )
     # The preference is read when the delivery is sent, not when it was queued.
     Recipient.objects.create(user=user, language=language)
-    drain.drain_once()
+    worker.drain_once()
     [outgoing] = RecordingChannel.seen
     assert outgoing.subject == subject
     assert outgoing.language == language

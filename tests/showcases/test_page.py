@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from notifications import drain, heartbeat, outbox
+from notifications import heartbeat, outbox, worker
 from notifications.models import NotificationDelivery
 from showcases import palette
 
@@ -69,7 +69,7 @@ def test_try_it_queues_a_demo_notification_and_shows_it_in_the_feed(client):
     [delivery] = NotificationDelivery.objects.filter(channel="demo")
     assert delivery.notification.message_params == {"label": "demo #1", "fail": False}
 
-    report = drain.drain_once()
+    report = worker.drain_once()
     assert report.sent == 1
     body = client.get(PAGE + "queue/", HTTP_HX_REQUEST="true").content.decode()
     assert 'data-feed-status="sent"' in body
@@ -77,7 +77,7 @@ def test_try_it_queues_a_demo_notification_and_shows_it_in_the_feed(client):
 
 def test_a_failing_demo_delivery_shows_as_retrying(client):
     client.post(PAGE + "try/", {"fail": "1"}, HTTP_HX_REQUEST="true")
-    assert drain.drain_once().retrying == 1
+    assert worker.drain_once().retrying == 1
     body = client.get(PAGE + "queue/", HTTP_HX_REQUEST="true").content.decode()
     assert 'data-feed-status="retrying"' in body
     assert NotificationDelivery.objects.get().error_code == "DEMO_FAILURE"
@@ -137,7 +137,7 @@ def test_a_full_demo_queue_says_so_and_queues_nothing(client, monkeypatch):
     assert "The demo queue is full; try again in a minute." in full.content.decode()
     assert NotificationDelivery.objects.filter(channel="demo").count() == 3
     # Finished rows make room again.
-    drain.drain_once(batch_size=10, concurrency=4)
+    worker.drain_once(batch_size=10, concurrency=4)
     assert client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code == 200
 
 

@@ -1,24 +1,21 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import signal
 import threading
-import time
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError
 
-from notifications import drain, heartbeat
+from notifications import heartbeat
 from notifications.checks import lease_problem
-from v10r import housekeeping
+from notifications.drain import Policy
+from notifications.worker import Worker
 
 logger = logging.getLogger("notifications.drain_outbox")
-
-BEAT_AT_MOST_EVERY = 1.0  # seconds, while batches come back full
 
 
 def _bounded(kind, *, low, high=None):
@@ -72,12 +69,19 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, once, batch_size, interval, lease, concurrency, **options):
-        lease_td = timedelta(seconds=lease)
-        interval_td = timedelta(seconds=interval)
-        problem = lease_problem(lease=lease_td, batch_size=batch_size, concurrency=concurrency)
+        policy = Policy.from_settings().with_changes(
+            batch_size=batch_size, concurrency=concurrency, lease=timedelta(seconds=lease)
+        )
+        problem = lease_problem(lease=policy.lease, batch_size=batch_size, concurrency=concurrency)
         if problem:
             raise CommandError(problem)
-
+        # A one-shot run is the cron's drain: it has no loop to report as running.
+        if once:
+            worker = Worker.for_process()
+        else:
+            worker = Worker(
+                name=heartbeat.worker_id(), interval=timedelta(seconds=interval), policy=policy
+            )
         stopping = threading.Event()
 
         def stop(signum, frame):
@@ -86,57 +90,18 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-
-        # A one-shot run is the cron's drain: it has no loop to report as running.
-        worker = heartbeat.CRON_WORKER if once else heartbeat.worker_id()
         logger.info(
             "drain_outbox %s: batch=%d concurrency=%d interval=%gs lease=%gs",
-            worker,
+            worker.name,
             batch_size,
             concurrency,
             interval,
             lease,
         )
-        failures = 0
-        last_beat = last_tidy = float("-inf")
-        while True:
-            close_old_connections()
-            try:
-                report = drain.drain_once(
-                    batch_size=batch_size, concurrency=concurrency, lease=lease_td
-                )
-                # While full batches follow each other without a pause, one heartbeat a
-                # second is proof enough; the loop's hot path need not write one per batch.
-                resting = not report.more_due
-                if resting or time.monotonic() - last_beat >= BEAT_AT_MOST_EVERY:
-                    heartbeat.beat(worker=worker, interval=interval_td, report=report.as_dict())
-                    last_beat = time.monotonic()
-                # Idle ticks tidy up after the site, so nothing else needs scheduling.
-                if resting and time.monotonic() - last_tidy >= housekeeping.EVERY.total_seconds():
-                    tidied = housekeeping.run()
-                    last_tidy = time.monotonic()
-                    if any(tidied.as_dict().values()):
-                        logger.info("housekeeping %s", tidied.as_dict())
-            except DatabaseError as exc:
-                if once:
-                    raise CommandError(f"database error: {exc}") from exc
-                failures += 1
-                delay = min(2 ** min(failures - 1, 6), interval)
-                logger.warning("database unavailable (%s); retrying in %gs", exc, delay)
-                with contextlib.suppress(Exception):
-                    connection.close()
-                if stopping.wait(delay):
-                    break
-                continue
-            failures = 0
-            logger.info("tick %s", report.line())
-            if once or stopping.is_set():
-                break
-            if report.more_due:
-                continue  # a lane came back full: more may be due, so do not wait
-            if stopping.wait(interval):
-                break
-        if not once:
-            with contextlib.suppress(DatabaseError):
-                heartbeat.stop(worker=worker)
-        logger.info("drain_outbox %s: stopped", worker)
+        try:
+            worker.run(stopping=stopping, once=once)
+        except DatabaseError as exc:
+            raise CommandError(f"database error: {exc}") from exc
+        finally:
+            worker.close()
+        logger.info("drain_outbox %s: stopped", worker.name)

@@ -1,0 +1,180 @@
+"""The queue worker of one process: the drain loop, and everything it keeps between drains.
+
+`manage.py drain_outbox` builds a Worker from its options and runs its loop; `/cron/drain`
+and `drain_outbox --once` tick the process's worker once, within a time budget for the cron.
+A Worker owns what must outlive one batch: the guard that stops a process from stacking a
+second drain on top of a running one, the outcomes a drain could not write because the
+database was gone, the sender threads, and when it last wrote a heartbeat and tidied up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
+
+from django.db import DatabaseError, close_old_connections, connection
+
+from notifications import channels, drain, heartbeat
+from notifications.drain import Policy, Report
+from notifications.outbox import Outcome
+from v10r import housekeeping
+
+logger = logging.getLogger(__name__)
+
+# While full batches follow each other, one heartbeat a second is proof enough that the loop
+# runs: the hot path need not write one per batch.
+BEAT_AT_MOST_EVERY = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One turn of a worker: what the drain did, and what tidying up deleted (if it ran)."""
+
+    report: Report
+    tidied: housekeeping.Tidied | None = None
+
+
+class Worker:
+    """A drain loop's state and behaviour. Thread-safe for drains: a second drain started
+    while one runs in this process is skipped, not stacked (the claim, not this, keeps
+    processes apart)."""
+
+    _process: ClassVar[Worker | None] = None
+    _process_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, *, name: str, interval: timedelta, policy: Policy | None = None) -> None:
+        self.name = name
+        self.interval = interval
+        self._policy = policy
+        self._in_flight = threading.Lock()
+        self._unwritten: list[Outcome] = []
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+        self._last_beat = self._last_tidy = float("-inf")
+
+    @property
+    def policy(self) -> Policy:
+        """The policy given, or else the settings' (read afresh, so changed settings apply)."""
+        return self._policy or Policy.from_settings()
+
+    @classmethod
+    def for_process(cls) -> Worker:
+        """The worker of a process without a loop of its own (web, cron): the settings'
+        policy, heartbeats as the cron's."""
+        with cls._process_lock:
+            if cls._process is None:
+                cls._process = cls(name=heartbeat.CRON_WORKER, interval=timedelta(0))
+            return cls._process
+
+    # --- Draining ---------------------------------------------------------------------------
+
+    def drain_once(self, *, budget: timedelta | None = None, **changes) -> Report:
+        """Drain one batch (policy changes such as batch_size=… for this one); skipped when
+        another drain runs in this process. With a budget, no send starts that could
+        outlast it."""
+        if not self._in_flight.acquire(blocking=False):
+            return Report(skipped=True)
+        try:
+            policy = self.policy.with_changes(**changes)
+            deadline = time.monotonic() + budget.total_seconds() if budget is not None else None
+            return drain.drain(
+                policy=policy,
+                pool=self._pool(policy.concurrency),
+                unwritten=self._unwritten,
+                deadline=deadline,
+            )
+        finally:
+            self._in_flight.release()
+
+    def drain_within(self, *, budget: timedelta) -> Report:
+        """Drain batch after batch while rows are due and budget is left; return the total.
+
+        Claiming stops once not even the quickest channel's worst-case send would fit, or once
+        a batch had to hand rows back: what is left of the budget is then too short to use."""
+        deadline = time.monotonic() + budget.total_seconds()
+        quickest = min((c.worst_case for c in channels.configured().values()), default=timedelta())
+        total = Report()
+        while (left := deadline - time.monotonic()) >= quickest.total_seconds():
+            report = self.drain_once(budget=timedelta(seconds=left))
+            if report.skipped:
+                return total if total.claimed else report
+            total.add(report)
+            if not report.more_due or report.released:
+                break
+        return total
+
+    def _pool(self, concurrency: int) -> ThreadPoolExecutor:
+        if concurrency not in self._pools:
+            self._pools[concurrency] = ThreadPoolExecutor(
+                max_workers=concurrency, thread_name_prefix=f"{self.name}-send"
+            )
+        return self._pools[concurrency]
+
+    # --- One turn, and the loop ---------------------------------------------------------------
+
+    def tick(self, *, budget: timedelta | None = None) -> Tick:
+        """Drain (within budget, if given), then record a heartbeat and, when the queue rests,
+        tidy up after the site (at most once every housekeeping.EVERY)."""
+        report = self.drain_within(budget=budget) if budget is not None else self.drain_once()
+        if report.skipped:
+            return Tick(report)
+        now = time.monotonic()
+        resting = not report.more_due
+        if resting or now - self._last_beat >= BEAT_AT_MOST_EVERY.total_seconds():
+            heartbeat.beat(worker=self.name, interval=self.interval, report=report.as_dict())
+            self._last_beat = now
+        tidied = None
+        if resting and now - self._last_tidy >= housekeeping.EVERY.total_seconds():
+            self._last_tidy = now
+            tidied = housekeeping.run()
+            if any(tidied.as_dict().values()):
+                logger.info("housekeeping %s", tidied.as_dict())
+        return Tick(report, tidied)
+
+    def run(self, *, stopping: threading.Event, once: bool = False) -> None:
+        """Tick every interval, at once while batches come back full, until stopping is set
+        (the current batch is always finished). A lost database is retried with a growing
+        pause; once=True ticks a single time and lets a DatabaseError through."""
+        failures = 0
+        while True:
+            close_old_connections()
+            try:
+                tick = self.tick()
+            except DatabaseError as exc:
+                if once:
+                    raise
+                failures += 1
+                pause = min(2 ** min(failures - 1, 6), self.interval.total_seconds())
+                logger.warning("database unavailable (%s); retrying in %gs", exc, pause)
+                with contextlib.suppress(Exception):
+                    connection.close()
+                if stopping.wait(pause):
+                    break
+                continue
+            failures = 0
+            logger.info("tick %s", tick.report.line())
+            if once or stopping.is_set():
+                break
+            if tick.report.more_due:
+                continue  # a lane came back full: more may be due, so do not wait
+            if stopping.wait(self.interval.total_seconds()):
+                break
+        if not once:
+            with contextlib.suppress(DatabaseError):
+                heartbeat.stop(worker=self.name)
+
+    def close(self) -> None:
+        """Let the sender threads go (a loop that ends, a test that is done)."""
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)
+        self._pools.clear()
+
+
+def drain_once(**changes) -> Report:
+    """Drain one batch on this process's worker: for tests, the shell and scripts."""
+    return Worker.for_process().drain_once(**changes)
