@@ -16,8 +16,9 @@ guard against two drains at once belong to the process's Worker (notifications/w
 from __future__ import annotations
 
 import logging
+import queue
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 
@@ -354,14 +355,22 @@ def _send_all(
 
 
 def _as_finished(futures):
-    """Yield the futures' results as they come, and None after each FLUSH_EVERY without one."""
-    waiting = set(futures)
-    while waiting:
-        done, waiting = wait(waiting, timeout=FLUSH_EVERY, return_when=FIRST_COMPLETED)
-        if not done:
-            yield None
-        for future in done:
-            yield future.result()
+    """Yield the futures' results as they come, and None after each FLUSH_EVERY without one.
+
+    Each future reports to one queue when it is done: waiting on the queue costs the same
+    however many sends are out (concurrent.futures.wait would look at every one each time)."""
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for future in futures:
+        future.add_done_callback(done.put)
+    for _ in futures:
+        while True:
+            try:
+                future = done.get(timeout=FLUSH_EVERY)
+            except queue.Empty:
+                yield None
+            else:
+                yield future.result()
+                break
 
 
 def _send_one(
