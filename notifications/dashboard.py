@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection
@@ -28,6 +29,14 @@ FROM notifications.notification_deliveries
 WHERE attempted_at >= now() - interval '24 hours'
 GROUP BY channel
 """.strip()
+
+
+class Health(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"  # at least DEGRADED_AT of the last 24 hours' sends failed on our side
+    UNHEALTHY = "unhealthy"  # at least UNHEALTHY_AT did, or a row went dead
+    IDLE = "idle"  # nothing was attempted
+
 
 DEGRADED_AT = 0.05
 UNHEALTHY_AT = 0.25
@@ -50,15 +59,15 @@ class ChannelHealth:
         return self.system_failures / self.total if self.total else 0.0
 
     @property
-    def tag(self) -> str:
+    def tag(self) -> Health:
         """healthy, degraded (≥ 5 % system failures), unhealthy (≥ 25 %, or any dead), idle."""
         if self.total == 0:
-            return "idle"
+            return Health.IDLE
         if self.dead or self.system_failure_rate >= UNHEALTHY_AT:
-            return "unhealthy"
+            return Health.UNHEALTHY
         if self.system_failure_rate >= DEGRADED_AT:
-            return "degraded"
-        return "healthy"
+            return Health.DEGRADED
+        return Health.HEALTHY
 
 
 def channel_health() -> list[ChannelHealth]:

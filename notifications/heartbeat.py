@@ -6,6 +6,7 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from notifications.models import DatabaseNow, DrainHeartbeat
 from v10r import platform
@@ -49,11 +50,17 @@ def stop(*, worker: str) -> None:
     DrainHeartbeat.objects.filter(worker=worker).update(stopped_at=DatabaseNow())
 
 
+class LoopState(StrEnum):
+    RUNNING = "running"  # a loop ticked within STALE_AFTER_INTERVALS of its interval
+    STOPPED = "stopped"  # a persistent host, and no loop ticking: deliveries wait
+    DORMANT = "dormant"  # a serverless host: no loop by design, a cron drains
+
+
 @dataclass(frozen=True)
 class LoopStatus:
     """What the page and the admin say about the drain loop: running, stopped or dormant."""
 
-    state: str  # "running" | "stopped" | "dormant"
+    state: LoopState
     platform: platform.Platform
     last_tick: datetime | None = None
     host: str = ""
@@ -73,9 +80,9 @@ def status() -> LoopStatus:
         fresh = loop.db_now - loop.ticked_at <= interval * STALE_AFTER_INTERVALS
         if loop.stopped_at is None and fresh:
             return LoopStatus(
-                "running", here, loop.ticked_at, loop.host, interval, last_cron=last_cron
+                LoopState.RUNNING, here, loop.ticked_at, loop.host, interval, last_cron=last_cron
             )
-    state = "stopped" if here.persistent else "dormant"
+    state = LoopState.STOPPED if here.persistent else LoopState.DORMANT
     return LoopStatus(
         state,
         here,

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar, Literal
+from enum import StrEnum
+from typing import Any, ClassVar
+
+
+class AddressSource(StrEnum):
+    """Where a channel finds the recipient's address."""
+
+    EMAIL = "email"  # the auth user's email
+    CHANNEL_ADDRESS = "channel_address"  # the user's active ChannelAddress for the channel
+    NONE = "none"  # nowhere: the channel needs no address (the demo)
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,7 @@ class Channel:
     name: ClassVar[str]
     # Where the recipient's address comes from: the auth user's email, the user's
     # ChannelAddress for this channel, or nowhere (a channel that needs no recipient).
-    address_source: ClassVar[Literal["email", "channel_address", "none"]] = "channel_address"
+    address_source: ClassVar[AddressSource] = AddressSource.CHANNEL_ADDRESS
     # Whether sends carry the rendered message (a channel that only counts does not need it).
     renders: ClassVar[bool] = True
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from notifications.channels.base import Channel, ChannelError, Outgoing, SendResult
+from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 from notifications.models import DEMO_CHANNEL
 
 SEND_SECONDS = 0.8
@@ -19,7 +19,7 @@ SEND_SECONDS = 0.8
 
 class DemoChannel(Channel):
     name = DEMO_CHANNEL
-    address_source = "none"
+    address_source = AddressSource.NONE
 
     @property
     def worst_case(self) -> timedelta:

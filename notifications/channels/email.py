@@ -15,7 +15,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
 from django.core.validators import validate_email
 
-from notifications.channels.base import Channel, ChannelError, Outgoing, SendResult
+from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
 
 class _Deadline:
@@ -52,7 +52,7 @@ class EmailChannel(Channel):
     """Sends through MAILERS["default"] (SMTP in production; EMAIL_TIMEOUT is its timeout)."""
 
     name = "email"
-    address_source = "email"
+    address_source = AddressSource.EMAIL
     mailer = "default"
 
     @property

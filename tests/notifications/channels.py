@@ -6,13 +6,13 @@ import threading
 import time
 from datetime import timedelta
 
-from notifications.channels.base import Channel, ChannelError, Outgoing, SendResult
+from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
 
 class _Recorder(Channel):
     """Keeps every Outgoing it saw (class-wide, so tests can read it), thread-safely."""
 
-    address_source = "none"
+    address_source = AddressSource.NONE
     seen: list[Outgoing] = []
     lock = threading.Lock()
 
@@ -69,7 +69,7 @@ class BlockedChannel(_Recorder):
     """A chat bot the recipient has blocked (a 403): the address must be switched off."""
 
     name = "blocked"
-    address_source = "channel_address"
+    address_source = AddressSource.CHANNEL_ADDRESS
 
     def send(self, outgoing: Outgoing) -> SendResult:
         self.record(outgoing)
