@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection
 
 from notifications import backoff
-from notifications.models import RETRYING_SQL, WAITING_SQL, Status
+from notifications.models import Status
 
 
 @dataclass(frozen=True)
@@ -321,100 +321,3 @@ def retry(*, delivery_id: int, include_failed: bool = False) -> bool:
             RETRY_SQL, {"delivery_id": delivery_id, "statuses": [str(s) for s in statuses]}
         )
         return cursor.fetchone() is not None
-
-
-# Each count reads one partial index (waiting, retrying, a claim lane, reap, dead, failed), so
-# the cost follows the size of that state, not of the table. Pending and retrying are the two
-# halves of the stored pending (ShownStatus), spelled by the models' own SQL fragments. Due
-# rows are counted lane by lane: each lane's claim index is ordered by next_attempt_at, so
-# "due" is a range of it, while no single index covers both lanes. With a limit (the public
-# page: every visitor polls this), each count stops at the limit, so the cost is bounded
-# whatever the backlog; LIMIT NULL is PostgreSQL's "no limit", which the admin's exact counts
-# use. `sent` is most of a mature table and has no index of its own: it is counted while the
-# table is small, and estimated from the planner's statistics once it is large.
-QUEUE_DEPTH_SQL = f"""
-SELECT
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE {WAITING_SQL} LIMIT %(limit)s) AS s) AS "pending",
-    least(
-      (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-        WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at <= now()
-        LIMIT %(limit)s) AS s)
-      + (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-        WHERE status = 'pending' AND channel = 'demo' AND next_attempt_at <= now()
-        LIMIT %(limit)s) AS s),
-      %(limit)s) AS "due_now",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE {RETRYING_SQL} LIMIT %(limit)s) AS s) AS "retrying",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'processing' LIMIT %(limit)s) AS s) AS "processing",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'failed' LIMIT %(limit)s) AS s) AS "failed",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'dead' LIMIT %(limit)s) AS s) AS "dead",
-    (SELECT greatest(reltuples, 0)::bigint FROM pg_class
-      WHERE oid = 'notifications.notification_deliveries'::regclass) AS "estimated_rows",
-    (SELECT freq FROM pg_stats,
-            unnest(most_common_vals::text::text[], most_common_freqs) AS m(value, freq)
-      WHERE schemaname = 'notifications' AND tablename = 'notification_deliveries'
-        AND attname = 'status' AND value = 'sent') AS "sent_share"
-""".strip()
-
-# Bounded too: the planner's row count is only as fresh as the last ANALYZE.
-COUNT_SENT_SQL = """
-SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-  WHERE status = 'sent' LIMIT %(limit)s) AS s
-""".strip()
-
-EXACT_SENT_BELOW_ROWS = 200_000
-
-
-@dataclass(frozen=True)
-class QueueDepth:
-    """Deliveries per ShownStatus (pending and retrying apart), plus due_now across both."""
-
-    pending: int
-    due_now: int
-    retrying: int
-    processing: int
-    sent: int
-    failed: int
-    dead: int
-    sent_is_estimate: bool
-    limit: int | None = None  # counts stopped here: a count equal to it means "at least"
-
-    def as_dict(self) -> dict[str, int | bool | None]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-    def at_limit(self, name: str) -> bool:
-        """Whether the count of name stopped at the limit (so there may be more)."""
-        if name == "sent" and self.sent_is_estimate:
-            return False  # not a count at all
-        return self.limit is not None and getattr(self, name) >= self.limit
-
-
-def queue_depth(*, limit: int | None = None) -> QueueDepth:
-    """Count deliveries per status, plus the derived retrying and due-now.
-
-    With a limit, no count goes past it, and `sent` is estimated once the table holds that
-    many rows."""
-    exact_sent_below = EXACT_SENT_BELOW_ROWS if limit is None else limit
-    with connection.cursor() as cursor:
-        cursor.execute(QUEUE_DEPTH_SQL, {"limit": limit})
-        columns = [column.name for column in cursor.description]
-        counts = dict(zip(columns, cursor.fetchone(), strict=True))
-        estimated_rows = counts.pop("estimated_rows")
-        sent_share = counts.pop("sent_share")
-        unsent = ("pending", "retrying", "processing", "failed", "dead")
-        others = sum(counts[name] for name in unsent)
-        if limit is None and estimated_rows >= exact_sent_below:
-            # Exact counts of the other states: what is left of the table is sent.
-            sent, estimate = max(estimated_rows - others, 0), True
-        elif limit is not None and estimated_rows >= exact_sent_below and sent_share:
-            # The other counts stopped at the limit; ANALYZE's sample says how much is sent.
-            sent, estimate = round(estimated_rows * sent_share), True
-        else:
-            # A small table, or one whose sample saw (almost) nothing sent: count them.
-            cursor.execute(COUNT_SENT_SQL, {"limit": limit})
-            sent, estimate = cursor.fetchone()[0], False
-    return QueueDepth(**counts, sent=sent, sent_is_estimate=estimate, limit=limit)

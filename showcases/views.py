@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
-from notifications import backoff, heartbeat, outbox
+from notifications import backoff, heartbeat, outbox, stats
 from showcases import analysis, queue_demo, sample
 from v10r import clients, ratelimit
 from v10r.middleware import body_limit
@@ -25,7 +25,7 @@ SESSION_KEY = "queue_demo_notifications"
 
 def _queue_context(request) -> dict:
     return {
-        "depth": outbox.queue_depth(limit=PUBLIC_COUNT_LIMIT),
+        "depth": stats.queue_depth(limit=PUBLIC_COUNT_LIMIT),
         "loop": heartbeat.status(),
         "feed": queue_demo.feed(request.session.get(SESSION_KEY, [])),
     }

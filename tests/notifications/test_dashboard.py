@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from notifications import dashboard, heartbeat, outbox
+from notifications import dashboard, heartbeat, outbox, stats
 from tests.helpers import execute, make_deliveries, mark_failed, mark_sent
 
 
@@ -22,7 +22,7 @@ from tests.helpers import execute, make_deliveries, mark_failed, mark_sent
     ],
 )
 def test_health_tags(sent, system, recipient, dead, tag):
-    health = dashboard.ChannelHealth("email", sent, system, recipient, dead)
+    health = stats.ChannelHealth("email", sent, system, recipient, dead)
     assert health.tag == tag
 
 
@@ -40,7 +40,7 @@ def test_channel_health_counts_the_last_day_by_cause(db, user):
         "SET attempted_at = now() - interval '2 days' WHERE id = %s",
         [ids[4]],
     )
-    health = {h.channel: h for h in dashboard.channel_health()}
+    health = {h.channel: h for h in stats.channel_health()}
     recording = health["recording"]
     assert (recording.sent, recording.system_failures, recording.recipient_failures) == (2, 1, 1)
     assert recording.tag == "unhealthy"  # 1 of 4 = 25 %
@@ -53,7 +53,7 @@ def test_the_hourly_chart_has_24_bars_and_stacks_outcomes(db, user):
     for delivery_id in ids[:2]:
         mark_sent(claims[delivery_id], provider_message_id="m")
     mark_failed(claims[ids[2]], code="BAD", message="x", retryable=False)
-    hours = dashboard.hourly()
+    hours = stats.hourly()
     assert len(hours) == 24
     assert hours[-1].counts == {"sent": 2, "retrying": 0, "failed": 1, "dead": 0}
     bars = dashboard.chart(hours)

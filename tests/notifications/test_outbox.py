@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from notifications import outbox
+from notifications import outbox, stats
 from notifications.models import NotificationDelivery, Status
 from tests.helpers import db_now, execute, make_deliveries, mark_failed, mark_sent
 
@@ -168,7 +168,7 @@ def test_the_sql_names_the_demo_channel_as_the_python_does():
     from showcases import queue_demo
 
     literal = f"channel = '{DEMO_CHANNEL}'"
-    for sql in (outbox.CLAIM_SQL, outbox.QUEUE_DEPTH_SQL, queue_demo.PRUNE_SQL):
+    for sql in (outbox.CLAIM_SQL, stats.QUEUE_DEPTH_SQL, queue_demo.PRUNE_SQL):
         assert literal in sql
     assert f"channel <> '{DEMO_CHANNEL}'" in outbox.CLAIM_SQL
 
@@ -427,68 +427,3 @@ def test_retry_leaves_failed_rows_alone_unless_asked_and_refuses_other_states(db
     assert row(failed).status == Status.PENDING
     assert outbox.retry(delivery_id=sent, include_failed=True) is False
     assert outbox.retry(delivery_id=10**12) is False
-
-
-# --- Queue depth ------------------------------------------------------------------------------
-
-
-def test_a_limited_queue_depth_stops_counting_at_the_limit_and_says_so(db, user):
-    make_deliveries(user, 7)
-    depth = outbox.queue_depth(limit=5)
-    assert (depth.pending, depth.due_now, depth.failed) == (5, 5, 0)
-    assert depth.at_limit("pending") and depth.at_limit("due_now")
-    assert not depth.at_limit("failed")
-    assert not outbox.queue_depth().at_limit("pending")
-    assert outbox.queue_depth().pending == 7
-
-
-def test_a_limited_queue_depth_reads_only_indexes_at_any_table_size(db, user):
-    make_deliveries(user, 5)
-    make_deliveries(user, 5, channel="demo")
-    execute("ANALYZE notifications.notification_deliveries")
-    with transaction.atomic():
-        # Forbidden, a sequential scan shows up only where no index could serve the count.
-        execute("SET LOCAL enable_seqscan = off")
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN " + outbox.QUEUE_DEPTH_SQL, {"limit": 1000})
-            plan = "\n".join(row[0] for row in cursor.fetchall())
-        transaction.set_rollback(True)
-    assert "Seq Scan on notification_deliveries" not in plan
-    assert plan.count("Limit") == 7  # every count stops at the limit
-
-
-def test_a_limited_queue_depth_estimates_sent_from_the_statistics_of_a_large_table(
-    db, user, monkeypatch
-):
-    make_deliveries(user, 40)
-    for claimed in outbox.claim(batch_size=30):
-        mark_sent(claimed, provider_message_id="m")
-    execute("ANALYZE notifications.notification_deliveries")
-    monkeypatch.setattr(outbox, "EXACT_SENT_BELOW_ROWS", 0)
-    # 30 of the 40 rows are sent; the pending count stopped at 5, so "the rest are sent"
-    # would say 35: the statistics' share of 'sent' says 30.
-    depth = outbox.queue_depth(limit=5)
-    assert (depth.sent, depth.sent_is_estimate, depth.pending) == (30, True, 5)
-    assert outbox.queue_depth().sent == 30
-
-
-def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
-    ids = make_deliveries(user, 6)
-    claims = {c.id: c for c in outbox.claim(batch_size=4)}
-    mark_sent(claims[ids[0]], provider_message_id="m")
-    mark_failed(claims[ids[1]], code="BAD", message="x", retryable=False)
-    mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
-    # ids[3] stays processing; ids[4] and ids[5] are pending and due; ids[2] is retrying, and
-    # only that: pending and retrying are the two halves of the stored pending.
-    depth = outbox.queue_depth()
-    assert depth.as_dict() == {
-        "pending": 2,
-        "due_now": 2,
-        "retrying": 1,
-        "processing": 1,
-        "sent": 1,
-        "failed": 1,
-        "dead": 0,
-        "sent_is_estimate": False,
-        "limit": None,
-    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from notifications import dashboard, outbox
+from notifications import outbox, stats
 from notifications.models import (
     RETRYING,
     RETRYING_SQL,
@@ -69,15 +69,15 @@ def test_each_row_reads_one_state_in_the_badge_the_filter_the_tiles_and_the_dash
         assert all(d.shown_status == state for d in listed)
     # The tiles: the public page's and the admin dashboard's counts.
     for limit in (None, 1000):
-        depth = outbox.queue_depth(limit=limit)
+        depth = stats.queue_depth(limit=limit)
         assert (depth.pending, depth.retrying) == (2, 2)
     page = client.get("/showcases/workers/queue/", HTTP_HX_REQUEST="true").content.decode()
     assert '<dd data-depth="pending">2</dd>' in page
     assert '<dd data-depth="retrying">2</dd>' in page
     # The dashboard's chart and channel health, over the last 24 hours of attempts.
-    this_hour = dashboard.hourly()[-1]
+    this_hour = stats.hourly()[-1]
     assert this_hour.counts[ShownStatus.RETRYING] == 2
-    [health] = [h for h in dashboard.channel_health() if h.channel == "recording"]
+    [health] = [h for h in stats.channel_health() if h.channel == "recording"]
     assert health.system_failures == 2
 
 

@@ -1,0 +1,226 @@
+"""Numbers about the queue, as data: counts per state, channel health, outcomes per hour.
+
+Read-only and presentation-free, so the admin's dashboard, the public page and anything else
+that reports on the queue (a metrics endpoint) share one set of queries. Every statement is
+served by an index, so its cost follows the size of what it counts, not of the table: the
+health and the hourly chart read only the last 24 hours of attempts (deliveries_attempted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from django.conf import settings
+from django.db import connection
+
+from notifications.models import RETRYING_SQL, WAITING_SQL, ShownStatus
+
+# Each count reads one partial index (waiting, retrying, a claim lane, reap, dead, failed), so
+# the cost follows the size of that state, not of the table. Pending and retrying are the two
+# halves of the stored pending (ShownStatus), spelled by the models' own SQL fragments. Due
+# rows are counted lane by lane: each lane's claim index is ordered by next_attempt_at, so
+# "due" is a range of it, while no single index covers both lanes. With a limit (the public
+# page: every visitor polls this), each count stops at the limit, so the cost is bounded
+# whatever the backlog; LIMIT NULL is PostgreSQL's "no limit", which the admin's exact counts
+# use. `sent` is most of a mature table and has no index of its own: it is counted while the
+# table is small, and estimated from the planner's statistics once it is large.
+QUEUE_DEPTH_SQL = f"""
+SELECT
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE {WAITING_SQL} LIMIT %(limit)s) AS s) AS "pending",
+    least(
+      (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+        WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at <= now()
+        LIMIT %(limit)s) AS s)
+      + (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+        WHERE status = 'pending' AND channel = 'demo' AND next_attempt_at <= now()
+        LIMIT %(limit)s) AS s),
+      %(limit)s) AS "due_now",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE {RETRYING_SQL} LIMIT %(limit)s) AS s) AS "retrying",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'processing' LIMIT %(limit)s) AS s) AS "processing",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'failed' LIMIT %(limit)s) AS s) AS "failed",
+    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+      WHERE status = 'dead' LIMIT %(limit)s) AS s) AS "dead",
+    (SELECT greatest(reltuples, 0)::bigint FROM pg_class
+      WHERE oid = 'notifications.notification_deliveries'::regclass) AS "estimated_rows",
+    (SELECT freq FROM pg_stats,
+            unnest(most_common_vals::text::text[], most_common_freqs) AS m(value, freq)
+      WHERE schemaname = 'notifications' AND tablename = 'notification_deliveries'
+        AND attname = 'status' AND value = 'sent') AS "sent_share"
+""".strip()
+
+# Bounded too: the planner's row count is only as fresh as the last ANALYZE.
+COUNT_SENT_SQL = """
+SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
+  WHERE status = 'sent' LIMIT %(limit)s) AS s
+""".strip()
+
+EXACT_SENT_BELOW_ROWS = 200_000
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """Deliveries per ShownStatus (pending and retrying apart), plus due_now across both."""
+
+    pending: int
+    due_now: int
+    retrying: int
+    processing: int
+    sent: int
+    failed: int
+    dead: int
+    sent_is_estimate: bool
+    limit: int | None = None  # counts stopped here: a count equal to it means "at least"
+
+    def as_dict(self) -> dict[str, int | bool | None]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def at_limit(self, name: str) -> bool:
+        """Whether the count of name stopped at the limit (so there may be more)."""
+        if name == "sent" and self.sent_is_estimate:
+            return False  # not a count at all
+        return self.limit is not None and getattr(self, name) >= self.limit
+
+
+def queue_depth(*, limit: int | None = None) -> QueueDepth:
+    """Count deliveries per status, plus the derived retrying and due-now.
+
+    With a limit, no count goes past it, and `sent` is estimated once the table holds that
+    many rows."""
+    exact_sent_below = EXACT_SENT_BELOW_ROWS if limit is None else limit
+    with connection.cursor() as cursor:
+        cursor.execute(QUEUE_DEPTH_SQL, {"limit": limit})
+        columns = [column.name for column in cursor.description]
+        counts = dict(zip(columns, cursor.fetchone(), strict=True))
+        estimated_rows = counts.pop("estimated_rows")
+        sent_share = counts.pop("sent_share")
+        unsent = ("pending", "retrying", "processing", "failed", "dead")
+        others = sum(counts[name] for name in unsent)
+        if limit is None and estimated_rows >= exact_sent_below:
+            # Exact counts of the other states: what is left of the table is sent.
+            sent, estimate = max(estimated_rows - others, 0), True
+        elif limit is not None and estimated_rows >= exact_sent_below and sent_share:
+            # The other counts stopped at the limit; ANALYZE's sample says how much is sent.
+            sent, estimate = round(estimated_rows * sent_share), True
+        else:
+            # A small table, or one whose sample saw (almost) nothing sent: count them.
+            cursor.execute(COUNT_SENT_SQL, {"limit": limit})
+            sent, estimate = cursor.fetchone()[0], False
+    return QueueDepth(**counts, sent=sent, sent_is_estimate=estimate, limit=limit)
+
+
+# A failure is the recipient's when retrying cannot help (the row is `failed`: bad address,
+# blocked, no recipient); it is the system's when a retryable fault hit us (the row is
+# retrying, or `dead` after its budget).
+CHANNEL_HEALTH_SQL = f"""
+SELECT channel,
+       count(*) FILTER (WHERE status = 'sent') AS "sent",
+       count(*) FILTER (WHERE status = 'dead' OR {RETRYING_SQL}) AS "system_failures",
+       count(*) FILTER (WHERE status = 'failed') AS "recipient_failures",
+       count(*) FILTER (WHERE status = 'dead') AS "dead"
+FROM notifications.notification_deliveries
+WHERE attempted_at >= now() - interval '24 hours'
+GROUP BY channel
+""".strip()
+
+
+class Health(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"  # at least DEGRADED_AT of the last 24 hours' sends failed on our side
+    UNHEALTHY = "unhealthy"  # at least UNHEALTHY_AT did, or a row went dead
+    IDLE = "idle"  # nothing was attempted
+
+
+DEGRADED_AT = 0.05
+UNHEALTHY_AT = 0.25
+
+
+@dataclass(frozen=True)
+class ChannelHealth:
+    channel: str
+    sent: int = 0
+    system_failures: int = 0
+    recipient_failures: int = 0
+    dead: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.sent + self.system_failures + self.recipient_failures
+
+    @property
+    def system_failure_rate(self) -> float:
+        return self.system_failures / self.total if self.total else 0.0
+
+    @property
+    def tag(self) -> Health:
+        """healthy, degraded (≥ 5 % system failures), unhealthy (≥ 25 %, or any dead), idle."""
+        if self.total == 0:
+            return Health.IDLE
+        if self.dead or self.system_failure_rate >= UNHEALTHY_AT:
+            return Health.UNHEALTHY
+        if self.system_failure_rate >= DEGRADED_AT:
+            return Health.DEGRADED
+        return Health.HEALTHY
+
+
+def channel_health() -> list[ChannelHealth]:
+    """Return every configured channel's last 24 hours, idle ones included."""
+    with connection.cursor() as cursor:
+        cursor.execute(CHANNEL_HEALTH_SQL)
+        rows = {row[0]: ChannelHealth(*row) for row in cursor.fetchall()}
+    names = sorted(set(settings.DELIVERY_CHANNELS) | set(rows))
+    return [rows.get(name, ChannelHealth(name)) for name in names]
+
+
+HOURLY_SQL = f"""
+SELECT date_trunc('hour', attempted_at) AS "hour",
+       count(*) FILTER (WHERE status = 'sent') AS "sent",
+       count(*) FILTER (WHERE {RETRYING_SQL}) AS "retrying",
+       count(*) FILTER (WHERE status = 'failed') AS "failed",
+       count(*) FILTER (WHERE status = 'dead') AS "dead"
+FROM notifications.notification_deliveries
+WHERE attempted_at >= date_trunc('hour', now()) - interval '23 hours'
+GROUP BY 1
+""".strip()
+
+OUTCOMES = (ShownStatus.SENT, ShownStatus.RETRYING, ShownStatus.FAILED, ShownStatus.DEAD)
+
+
+@dataclass(frozen=True)
+class Hour:
+    start: datetime
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def hourly() -> list[Hour]:
+    """Return the last 24 hours (this one included), oldest first, by last attempt's outcome."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT date_trunc('hour', now())")
+        this_hour = cursor.fetchone()[0]
+        cursor.execute(HOURLY_SQL)
+        found = {row[0]: dict(zip(OUTCOMES, row[1:], strict=True)) for row in cursor.fetchall()}
+    hours = [this_hour - timedelta(hours=n) for n in range(23, -1, -1)]
+    return [Hour(h, found.get(h, dict.fromkeys(OUTCOMES, 0))) for h in hours]
+
+
+OLDEST_PENDING_SQL = """
+SELECT now() - min(created_at) FROM notifications.notification_deliveries
+WHERE status = 'pending'
+""".strip()
+
+
+def oldest_pending_age() -> timedelta | None:
+    """How long the oldest pending delivery has waited, to the second."""
+    with connection.cursor() as cursor:
+        cursor.execute(OLDEST_PENDING_SQL)
+        age = cursor.fetchone()[0]
+    return None if age is None else timedelta(seconds=round(age.total_seconds()))
