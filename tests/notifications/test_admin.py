@@ -204,7 +204,7 @@ def test_search_finds_by_notification_id_error_code_or_recipient(
 def test_counts_are_bounded_and_the_page_says_when_they_are_not_exact(
     admin_client, user, monkeypatch
 ):
-    from notifications.admin import BoundedCountPaginator
+    from notifications.admin.lists import BoundedCountPaginator
 
     monkeypatch.setattr(BoundedCountPaginator, "CAP", 3)
     make_deliveries(user, 5)
