@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
 
+from notifications.enqueue import send_notification
 from notifications.models import (
     DEMO_CHANNEL,
     DatabaseNow,
@@ -21,7 +22,6 @@ from notifications.models import (
     NotificationDelivery,
     Status,
 )
-from notifications.send import send_notification
 
 DEMO_USERNAME = "demo-visitor"
 FEED_SIZE = 8

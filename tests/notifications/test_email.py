@@ -7,8 +7,8 @@ import time
 import pytest
 
 from notifications import worker
+from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, Status
-from notifications.send import send_notification
 from tests.smtp import SilentServer
 
 

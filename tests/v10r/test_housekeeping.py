@@ -122,7 +122,7 @@ def test_dead_demo_rows_are_finished_and_pruned_but_never_need_attention(django_
 def test_a_notification_on_demo_and_another_channel_is_left_alone_and_the_rest_go_on(
     django_user_model,
 ):
-    from notifications.send import send_notification
+    from notifications.enqueue import send_notification
 
     visitor = queue_demo.demo_user()
     mixed = send_notification(

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from notifications.enqueue import send_notification
 from notifications.models import Notification
-from notifications.send import send_notification
 
 
 class Command(BaseCommand):

@@ -1,4 +1,9 @@
-"""Enqueue: the transactional outbox's write side."""
+"""Enqueue: the transactional outbox's write side.
+
+Nothing here sends anything: it writes the rows a drain will claim. The public function keeps
+the name callers reach for, send_notification, because that is what they mean by it (the
+sending happens after their transaction commits, on a worker); its docstring says so.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ def send_notification(
     channels: Iterable[str],
     action_url: str = "",
 ) -> Notification:
-    """Write a notification and one pending delivery per channel.
+    """Queue a notification: write it, and one pending delivery per channel, for a drain to
+    send.
 
     Runs inside the caller's transaction when there is one (the outbox pattern: the
     notification commits or rolls back with the change that caused it).
@@ -57,12 +63,12 @@ def send_notification(
             message_params=params,
             action_url=action_url,
         )
-        deliver(notification=notification, channels=names)
+        add_channels(notification=notification, channels=names)
     return notification
 
 
-def deliver(*, notification: Notification, channels: Iterable[str]) -> None:
-    """Add deliveries of an existing notification; a channel it has already is skipped.
+def add_channels(*, notification: Notification, channels: Iterable[str]) -> None:
+    """Queue an existing notification on more channels; a channel it has already is skipped.
 
     The unique (notification, channel) constraint makes this safe to call twice, even from
     two transactions at once (ON CONFLICT DO NOTHING).

@@ -4,8 +4,8 @@ import pytest
 from django.db import transaction
 
 from notifications import catalogue, worker
+from notifications.enqueue import add_channels, send_notification
 from notifications.models import Notification, NotificationDelivery, Recipient
-from notifications.send import deliver, send_notification
 from tests.notifications.channels import RecordingChannel
 
 
@@ -47,8 +47,8 @@ def test_the_same_notification_and_channel_never_make_two_rows(db, user):
         params={"label": "x"},
         channels=["recording"],
     )
-    deliver(notification=notification, channels=["recording", "email"])
-    deliver(notification=notification, channels=["email"])
+    add_channels(notification=notification, channels=["recording", "email"])
+    add_channels(notification=notification, channels=["email"])
     assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
         "email",
         "recording",
