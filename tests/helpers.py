@@ -22,6 +22,19 @@ from notifications.models import Notification, NotificationDelivery
 BASE_DIR = Path(__file__).resolve().parents[1]
 
 
+def python(*args: str, env: dict[str, str], seconds: float = 180) -> subprocess.CompletedProcess:
+    """Run this interpreter in the project folder (`manage.py …`, `-m …`) with exactly env,
+    as an operator's shell would; its output is captured as text."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=seconds,
+    )
+
+
 def require(program: str, *, install: str) -> str:
     """Return program's path; skip the test without it, or fail it under CI (CI=true), where a
     skipped test would hide a missing install step."""

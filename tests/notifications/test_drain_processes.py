@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -13,7 +11,7 @@ import psycopg
 import pytest
 
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
-from tests.helpers import counts, database_url, make_deliveries, poll, start_drain, stop
+from tests.helpers import counts, database_url, make_deliveries, poll, python, start_drain, stop
 from v10r import embedded_postgresql
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -67,14 +65,7 @@ def private_database(tmp_path):
     socket_dir = embedded_postgresql.ensure_running(pgdata)
     url = f"postgres://postgres@{quote(str(socket_dir), safe='')}/v10r"
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_DEBUG"} | {"DATABASE_URL": url}
-    migrated = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    migrated = python("manage.py", "migrate", "--noinput", env=env)
     assert migrated.returncode == 0, migrated.stderr
     yield pgdata, socket_dir, url
     embedded_postgresql.stop(pgdata)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.helpers import python
 from v10r import embedded_postgresql
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -24,10 +24,7 @@ def pgdata(tmp_path):
 
 def run(*args: str, pgdata: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env |= {"DJANGO_DEBUG": "1", "V10R_PGDATA": str(pgdata)}
-    return subprocess.run(
-        [sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=180
-    )
+    return python(*args, env=env | {"DJANGO_DEBUG": "1", "V10R_PGDATA": str(pgdata)})
 
 
 def test_migrate_starts_a_server_from_nothing_and_later_processes_share_it(pgdata):

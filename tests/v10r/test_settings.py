@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import python
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -22,14 +23,7 @@ PRODUCTION = {
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "V10R_"))}
     clean.pop("DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=BASE_DIR,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return python("manage.py", *args, env={**clean, **env}, seconds=60)
 
 
 def test_production_settings_pass_the_deploy_checks_at_warning_level():
