@@ -1,6 +1,10 @@
 // The palette demo on /showcases/workers/: one photo, three lanes (main thread, Web Worker,
-// server), and an indicator drawn by requestAnimationFrame that stops whenever the main
-// thread is busy. The work itself lives in image-analysis.js, shared by both browser lanes.
+// server), each showing what the work cost and how smooth the page stayed. This module wires
+// the page together; the work lives in image-analysis.js (shared by both browser lanes), the
+// smoothness in frame-meter.js, and the worker's side of the conversation in
+// worker-client.js.
+import { AnalysisWorker } from "./worker-client.js";
+import { measured, startIndicator } from "./frame-meter.js";
 import { analyseImage } from "./image-analysis.js";
 
 const demo = document.getElementById("palette-demo");
@@ -10,7 +14,6 @@ const format = (template, values) =>
 const $ = (selector, root = demo) => root.querySelector(selector);
 
 const SLOW_FRAME_MS = 32;
-const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
 
 const state = {
   file: null, // the chosen File; bytes are read afresh for every run
@@ -18,51 +21,7 @@ const state = {
   results: {}, // lane -> { longestFrame }
 };
 
-// --- The indicator -------------------------------------------------------------------------
-// A dot that travels while frames are drawn, and a frame counter for those who asked for less
-// motion: both stand still while the main thread is blocked.
-const pulse = $("[data-pulse]");
-const frames = $("[data-frames]");
-let travel = 0;
-const measureTravel = () => {
-  travel = pulse.parentElement.clientWidth - pulse.offsetWidth - 24;
-};
-new ResizeObserver(measureTravel).observe(pulse.parentElement);
-let frameCount = 0;
-let lastFrame = performance.now();
-let longestFrame = 0;
-
-function onFrame() {
-  const now = performance.now();
-  const gap = now - lastFrame;
-  lastFrame = now;
-  longestFrame = Math.max(longestFrame, gap);
-  frameCount += 1;
-  frames.textContent = String(frameCount);
-  if (!reducedMotion.matches) {
-    const phase = (now / 1200) % 2;
-    const position = phase < 1 ? phase : 2 - phase;
-    pulse.style.transform = `translateX(${(position * travel).toFixed(1)}px)`;
-  }
-  requestAnimationFrame(onFrame);
-}
-requestAnimationFrame(onFrame);
-
-// Measure the longest gap between frames while work runs, the way a visitor feels it. A
-// stall that ends with the work is counted when the work returns (the time since the last
-// frame), because the frame that follows it may be dispatched after this code resumes.
-const nextFrame = () => new Promise((resolve) => requestAnimationFrame(resolve));
-
-async function measured(work) {
-  await nextFrame();
-  longestFrame = 0;
-  lastFrame = performance.now();
-  const result = await work();
-  const stalledUntilNow = performance.now() - lastFrame;
-  await nextFrame();
-  await nextFrame();
-  return { result, longestFrame: Math.max(longestFrame, stalledUntilNow) };
-}
+startIndicator({ pulse: $("[data-pulse]"), frames: $("[data-frames]") });
 
 // --- Choosing a photo ----------------------------------------------------------------------
 const errorBox = $("[data-error]");
@@ -122,60 +81,12 @@ $("[data-sample]").addEventListener("click", async () => {
 
 const maxEdge = () => Number(demo.querySelector("input[name=work-size]:checked").value);
 
-// --- The worker: created once, reused, and replaced if it breaks ---------------------------
-let worker = null;
-let nextId = 1;
-const pending = new Map(); // id -> { resolve, reject, timer }
-
-function failAll(message) {
-  for (const { reject, timer } of pending.values()) {
-    clearTimeout(timer);
-    reject(new Error(message));
-  }
-  pending.clear();
-}
-
-function getWorker() {
-  if (worker) return worker;
-  worker = new Worker(demo.dataset.workerUrl, { type: "module" });
-  worker.addEventListener("message", (event) => {
-    const { id, ok, result, error } = event.data;
-    const waiting = pending.get(id);
-    if (!waiting) return;
-    pending.delete(id);
-    clearTimeout(waiting.timer);
-    if (ok) waiting.resolve(result);
-    else waiting.reject(new Error(error));
-  });
-  // A script that fails to load or throws at the top level: nothing will ever answer.
-  worker.addEventListener("error", (event) => {
-    event.preventDefault();
-    discardWorker(event.message || "the worker script could not run");
-  });
-  worker.addEventListener("messageerror", () => discardWorker("a message could not be read"));
-  return worker;
-}
-
-function discardWorker(reason) {
-  if (worker) worker.terminate();
-  worker = null;
-  failAll(reason);
-}
-
-function inWorker(bytes, options) {
-  const timeoutMs = Number(demo.dataset.workerTimeoutMs);
-  return new Promise((resolve, reject) => {
-    const id = nextId++;
-    const timer = setTimeout(() => {
-      pending.delete(id);
-      discardWorker(format(text.workerTimeout, { seconds: timeoutMs / 1000 }));
-      reject(new Error(format(text.workerTimeout, { seconds: timeoutMs / 1000 })));
-    }, timeoutMs);
-    pending.set(id, { resolve, reject, timer });
-    // The transfer list moves the buffer to the worker instead of copying it.
-    getWorker().postMessage({ id, bytes, ...options }, [bytes]);
-  });
-}
+// Read from the page at each use, so a test can point them elsewhere.
+const analysisWorker = new AnalysisWorker({
+  url: () => demo.dataset.workerUrl,
+  timeoutMs: () => Number(demo.dataset.workerTimeoutMs),
+  timeoutMessage: (seconds) => format(text.workerTimeout, { seconds }),
+});
 
 // --- Lanes ---------------------------------------------------------------------------------
 const ms = (value) => format(text.ms, { value: value.toFixed(value < 10 ? 1 : 0) });
@@ -243,7 +154,7 @@ const runners = {
     const bytes = await state.file.arrayBuffer();
     let afterPost = null;
     const outcome = await measured(() => {
-      const answer = inWorker(bytes, { type: state.file.type, maxEdge: maxEdge() });
+      const answer = analysisWorker.analyse(bytes, { type: state.file.type, maxEdge: maxEdge() });
       afterPost = bytes.byteLength;
       return answer;
     });
