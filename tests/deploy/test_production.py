@@ -198,7 +198,9 @@ def test_nginx_writes_the_forwarding_headers_and_a_client_cannot(gunicorn, nginx
     direct = {"X-Forwarded-Proto": "https"}
     straight = clients.get(gunicorn.port, f"/?probe={tag}-direct", headers=direct, timeout=10)
     assert straight.status == 200
+    # Each worker writes its own access lines, so either may land first: wait for both.
     assert poll(lambda: logged(gunicorn, f"{tag}-direct"), seconds=5)
+    assert poll(lambda: logged(gunicorn, f"probe={tag} "), seconds=5)
     [through_nginx] = logged(gunicorn, f"probe={tag} ")
     [direct_line] = logged(gunicorn, f"{tag}-direct")
     assert "xff=127.0.0.1 scheme=http " in through_nginx, through_nginx
