@@ -128,6 +128,13 @@ class Worker:
         if resting or now - self._last_beat >= BEAT_AT_MOST_EVERY.total_seconds():
             heartbeat.beat(worker=self.name, interval=self.interval, report=report.as_dict())
             self._last_beat = now
+        if self.interval:
+            if resting:
+                _each_channel("close_idle")
+        else:
+            # No loop of ours comes back soon (the cron's next request may be minutes away):
+            # leave no connection open on the mail server between requests.
+            _each_channel("close")
         tidied = None
         if resting and now - self._last_tidy >= housekeeping.EVERY.total_seconds():
             self._last_tidy = now
@@ -169,10 +176,21 @@ class Worker:
                 heartbeat.stop(worker=self.name)
 
     def close(self) -> None:
-        """Let the sender threads go (a loop that ends, a test that is done)."""
+        """Let the sender threads go, and close the connections they kept (a loop that ends,
+        a test that is done)."""
         for pool in self._pools.values():
             pool.shutdown(wait=True)
         self._pools.clear()
+        _each_channel("close")
+
+
+def _each_channel(method: str) -> None:
+    for channel in channels.configured().values():
+        try:
+            getattr(channel, method)()
+        except Exception:
+            # Closing a connection is a courtesy to the server; it never stops the loop.
+            logger.exception("channel %s: %s() failed", channel.name, method)
 
 
 def drain_once(**changes) -> Report:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import email
 import socket
+import ssl
+import subprocess
 import threading
 from collections import Counter
 from email.message import Message
+from pathlib import Path
 
 from aiosmtpd.controller import Controller
 
@@ -30,8 +33,34 @@ class Mailbox:
         self.messages: list[Message] = []
         self.lock = threading.Lock()
         self.step_delay = 0.0
+        # Connections that got as far as MAIL, whether they had switched to TLS, and QUITs.
+        self.sessions: list = []
+        self.tls_sessions = 0
+        self.quits = 0
+        # A limit of messages per connection, as some providers have: past it, MAIL gets a
+        # 421 and the connection is closed.
+        self.per_connection: int | None = None
+        # A server that goes away in the middle of a batch: once this many messages have
+        # arrived, every connection open then is cut, without a word, at its next MAIL.
+        self.drop_after: int | None = None
+        # A connection cut in the middle of DATA: the message arrived, its reply never did.
+        self.drop_in_data = False
+        self._counts: dict[int, int] = {}
+        self._doomed: set[int] = set()
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        with self.lock:
+            if id(session) in self._doomed:
+                self._doomed.discard(id(session))
+                server.transport.abort()
+                return "421 4.3.2 Gone"  # never sent: the connection is already closed
+            if all(s is not session for s in self.sessions):
+                self.sessions.append(session)
+                self.tls_sessions += session.ssl is not None
+            sent_here = self._counts.get(id(session), 0)
+        if self.per_connection is not None and sent_here >= self.per_connection:
+            asyncio.get_running_loop().call_soon(server.transport.close)
+            return "421 4.7.0 Too many messages on one connection, closing"
         if self.step_delay:
             await asyncio.sleep(self.step_delay)
         envelope.mail_from = address
@@ -55,7 +84,19 @@ class Mailbox:
         message = email.message_from_bytes(envelope.content)
         with self.lock:
             self.messages.append(message)
+            self._counts[id(session)] = self._counts.get(id(session), 0) + 1
+            if self.drop_after is not None and len(self.messages) >= self.drop_after:
+                self.drop_after = None
+                self._doomed = {id(s) for s in self.sessions}
+            if self.drop_in_data:
+                self.drop_in_data = False
+                server.transport.abort()
         return "250 Message accepted for delivery"
+
+    async def handle_QUIT(self, server, session, envelope):
+        with self.lock:
+            self.quits += 1
+        return "221 Bye"
 
     def message_ids(self) -> Counter:
         with self.lock:
@@ -63,17 +104,20 @@ class Mailbox:
 
 
 class SMTPServer:
-    def __init__(self) -> None:
+    """aiosmtpd on a free loopback port; with tls_context, it insists on STARTTLS."""
+
+    def __init__(self, *, tls_context: ssl.SSLContext | None = None) -> None:
         self.mailbox = Mailbox()
         self.port = free_port()
-        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port)
+        tls = {"tls_context": tls_context, "require_starttls": True} if tls_context else {}
+        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port, **tls)
         self.controller.start()
 
-    def mailer(self, *, timeout: float) -> dict:
+    def mailer(self, *, timeout: float, **options) -> dict:
         """A MAILERS entry that sends here."""
         return {
             "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-            "OPTIONS": {"host": "127.0.0.1", "port": self.port, "timeout": timeout},
+            "OPTIONS": {"host": "127.0.0.1", "port": self.port, "timeout": timeout, **options},
         }
 
     def stop(self) -> None:
@@ -102,3 +146,16 @@ class SilentServer:
         self.listener.close()
         for conn in self.held:
             conn.close()
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by itself, and its key (openssl, a day's validity)."""
+    certificate, key = folder / "smtp.crt", folder / "smtp.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+        + ["-keyout", str(key), "-out", str(certificate)],
+        check=True,
+        capture_output=True,
+    )
+    return certificate, key

@@ -74,3 +74,11 @@ class Channel:
 
     def send(self, outgoing: Outgoing) -> SendResult:
         raise NotImplementedError
+
+    # A channel that keeps connections open between sends closes them here: those idle for a
+    # while on each quiet turn of the worker, and all of them when the worker stops.
+    def close_idle(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

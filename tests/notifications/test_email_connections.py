@@ -1,0 +1,195 @@
+"""The email channel keeps one SMTP connection per sender thread: against real servers on
+loopback that limit, drop, and encrypt connections."""
+
+from __future__ import annotations
+
+import ssl
+import time
+from datetime import timedelta
+
+import pytest
+
+from notifications import channels
+from notifications.channels import email as email_channel
+from notifications.enqueue import send_notification
+from notifications.models import NotificationDelivery, Status
+from notifications.worker import Worker
+from tests.smtp import SMTPServer, self_signed_certificate
+
+
+def queue_emails(django_user_model, count: int, *, start: int = 0) -> list[int]:
+    ids = []
+    for n in range(start, start + count):
+        recipient = django_user_model.objects.create_user(f"reader{n}", email=f"r{n}@example.com")
+        notification = send_notification(
+            user=recipient,
+            type="welcome",
+            message_key="welcome",
+            params={"name": f"Reader {n}"},
+            channels=["email"],
+        )
+        ids.append(notification.deliveries.get().pk)
+    return ids
+
+
+@pytest.fixture
+def mail_to(settings, smtp_server):
+    settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
+    return smtp_server
+
+
+@pytest.fixture
+def loop_worker():
+    """A worker with a loop of its own (as drain_outbox builds), four sender threads."""
+    worker = Worker(name="test-loop", interval=timedelta(seconds=1))
+    yield worker
+    worker.close()
+
+
+def sent_once(server: SMTPServer, ids: list[int]) -> None:
+    """Every delivery is sent, on its first attempt, and the server got it exactly once."""
+    rows = NotificationDelivery.objects.filter(pk__in=ids)
+    assert sorted(rows.values_list("status", "attempts").distinct()) == [(Status.SENT, 1)]
+    counted = server.mailbox.message_ids()
+    assert sorted(counted.values()) == [1] * len(ids)
+    assert set(counted) == set(rows.values_list("provider_message_id", flat=True))
+
+
+def test_sender_threads_keep_their_connections_across_messages_and_batches(
+    db, django_user_model, mail_to, loop_worker
+):
+    first = queue_emails(django_user_model, 20)
+    assert loop_worker.drain_once(concurrency=4).sent == 20
+    second = queue_emails(django_user_model, 20, start=20)
+    assert loop_worker.drain_once(concurrency=4).sent == 20
+    sent_once(mail_to, first + second)
+    # Forty messages over at most one connection per sender thread, none of them closed yet.
+    assert 1 <= len(mail_to.mailbox.sessions) <= 4
+    assert mail_to.mailbox.quits == 0
+    assert channels.get("email").open_connections() == len(mail_to.mailbox.sessions)
+    # Stopping the worker says goodbye on each of them.
+    loop_worker.close()
+    assert channels.get("email").open_connections() == 0
+    assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)
+
+
+def test_a_quiet_tick_closes_connections_left_idle(
+    db, django_user_model, mail_to, loop_worker, monkeypatch
+):
+    queue_emails(django_user_model, 6)
+    assert loop_worker.drain_once(concurrency=2).sent == 6
+    assert channels.get("email").open_connections() >= 1
+    monkeypatch.setattr(email_channel, "IDLE_SECONDS", 0.0)
+    loop_worker.tick()  # nothing due: the queue rests
+    assert channels.get("email").open_connections() == 0
+    assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)
+
+
+def test_a_worker_without_a_loop_leaves_no_connection_open_after_its_tick(
+    db, django_user_model, mail_to
+):
+    queue_emails(django_user_model, 5)
+    cron = Worker(name="test-cron", interval=timedelta(0))
+    try:
+        assert cron.tick(budget=timedelta(seconds=20)).report.sent == 5
+        assert channels.get("email").open_connections() == 0
+        assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)
+    finally:
+        cron.close()
+
+
+def test_a_server_that_closes_after_three_messages_costs_no_attempt(
+    db, django_user_model, mail_to, loop_worker
+):
+    mail_to.mailbox.per_connection = 3
+    ids = queue_emails(django_user_model, 20)
+    report = loop_worker.drain_once(concurrency=2)
+    assert (report.sent, report.retrying) == (20, 0)
+    sent_once(mail_to, ids)
+    # Each connection carried at most three: the rest went again on new ones.
+    assert len(mail_to.mailbox.sessions) >= 7
+
+
+def test_a_server_that_drops_every_connection_mid_batch_costs_no_attempt(
+    db, django_user_model, mail_to, loop_worker
+):
+    mail_to.mailbox.drop_after = 8
+    ids = queue_emails(django_user_model, 24)
+    report = loop_worker.drain_once(concurrency=4)
+    assert (report.sent, report.retrying) == (24, 0)
+    sent_once(mail_to, ids)
+    assert len(mail_to.mailbox.sessions) > 4  # the cut ones were replaced
+
+
+def test_a_connection_cut_during_data_is_a_retry_not_an_instant_resend(
+    db, django_user_model, mail_to, loop_worker
+):
+    # The server may have the message: sending it again at once could deliver it twice, so
+    # it waits for its backoff like any other retryable failure.
+    [first, second] = queue_emails(django_user_model, 2)
+    assert loop_worker.drain_once(concurrency=1, batch_size=1).sent == 1
+    mail_to.mailbox.drop_in_data = True
+    assert loop_worker.drain_once(concurrency=1, batch_size=1).retrying == 1
+    stored = NotificationDelivery.objects.get(pk=second)
+    assert (stored.status, stored.attempts, stored.error_code) == (
+        Status.PENDING,
+        1,
+        "SMTP_UNAVAILABLE",
+    )
+    assert len(mail_to.mailbox.messages) == 2  # one try each, no second copy
+    assert NotificationDelivery.objects.get(pk=first).status == Status.SENT
+
+
+def test_the_deadline_covers_the_reconnection(
+    db, django_user_model, settings, mail_to, loop_worker
+):
+    settings.MAILERS = {"default": mail_to.mailer(timeout=1.0)}
+    [_, second] = queue_emails(django_user_model, 2)
+    assert loop_worker.drain_once(concurrency=1, batch_size=1).sent == 1
+    # The kept connection is cut, and the server now drips its replies: the new connection
+    # cannot finish in the time the message had left.
+    mail_to.mailbox.drop_after = 1
+    mail_to.mailbox.step_delay = 0.6
+    started = time.monotonic()
+    assert loop_worker.drain_once(concurrency=1, batch_size=1).retrying == 1
+    assert time.monotonic() - started < 2.0  # EMAIL_TIMEOUT + 1 s
+    stored = NotificationDelivery.objects.get(pk=second)
+    assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    certificate, key = self_signed_certificate(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    server = SMTPServer(tls_context=context)
+    server.certificate = certificate
+    yield server
+    server.stop()
+
+
+def test_starttls_is_negotiated_once_per_connection_and_kept(
+    db, django_user_model, settings, tls_server, loop_worker, monkeypatch
+):
+    # The client trusts the self-signed certificate as it would a real one: through the
+    # default verify paths, which OpenSSL reads from SSL_CERT_FILE.
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_server.certificate))
+    settings.MAILERS = {"default": tls_server.mailer(timeout=5, use_tls=True)}
+    ids = queue_emails(django_user_model, 12)
+    assert loop_worker.drain_once(concurrency=2).sent == 12
+    sent_once(tls_server, ids)
+    sessions = len(tls_server.mailbox.sessions)
+    assert 1 <= sessions <= 2
+    assert tls_server.mailbox.tls_sessions == sessions  # the server refuses MAIL before TLS
+
+
+def test_a_certificate_nobody_trusts_is_a_retryable_tls_failure(
+    db, django_user_model, settings, tls_server, loop_worker
+):
+    settings.MAILERS = {"default": tls_server.mailer(timeout=5, use_tls=True)}
+    [delivery_id] = queue_emails(django_user_model, 1)
+    assert loop_worker.drain_once().retrying == 1
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (stored.status, stored.error_code) == (Status.PENDING, "SMTP_TLS")
+    assert "certificate verify failed" in stored.error_message
+    assert tls_server.mailbox.messages == []
