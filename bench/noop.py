@@ -11,6 +11,7 @@ class NoopChannel(Channel):
     name = "noop"
     address_source = "none"
     renders = False
+    local = True
 
     @property
     def worst_case(self) -> timedelta:

@@ -99,12 +99,14 @@ def drain(
     pool: ThreadPoolExecutor,
     unwritten: list[Outcome],
     deadline: float | None = None,
+    reap: bool = True,
 ) -> Report:
     """Drain one batch; return what happened.
 
     pool runs the sends (policy.concurrency threads); unwritten holds outcomes an earlier
     drain could not write (the database was gone): they are written first, and this drain's
-    go there too if the database goes away again. deadline is a time.monotonic() value."""
+    go there too if the database goes away again. deadline is a time.monotonic() value.
+    reap=False skips the reaper this time (a worker that ran it a moment ago)."""
     batch_size, concurrency = policy.batch_size, policy.concurrency
     lease, max_attempts = policy.lease, policy.max_attempts
     report = Report()
@@ -112,8 +114,8 @@ def drain(
         _tally(report, list(unwritten), outbox.write_outcomes(unwritten))
         unwritten.clear()
 
-    reaped = outbox.reclaim_stale(lease=lease, max_attempts=max_attempts)
-    report.reaped = len(reaped)
+    if reap:
+        report.reaped = len(outbox.reclaim_stale(lease=lease, max_attempts=max_attempts))
     # A demo send takes most of a second on purpose (notifications/channels/demo.py): at most
     # one round of them per batch, so the next batch, and any real row in it, is not held up.
     demo_batch_size = min(concurrency, batch_size)
@@ -345,11 +347,14 @@ def _send_all(
             return _NotStarted(delivery)
         return _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
 
-    if concurrency == 1 or len(ready) == 1:
+    # A local send finishes at once: handing it to a thread would cost more than the send.
+    here = [item for item in ready if item[1].local]
+    away = [item for item in ready if not item[1].local]
+    if concurrency == 1 or len(away) <= 1:
         # No thread to hand over to: one send after the other, here.
-        results = (send(*item) for item in ready)
+        results = (send(*item) for item in away + here)
     else:
-        results = _on_senders(pool, ready, send, concurrency=concurrency)
+        results = _on_senders(pool, away, send, concurrency=concurrency, here=here)
     for result in results:
         if isinstance(result, _NotStarted):
             unsent.append(result.delivery)
@@ -357,9 +362,9 @@ def _send_all(
             yield result
 
 
-def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int):
+def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int, here: list):
     """Yield send(*item) for every item as they finish, and None after each FLUSH_EVERY
-    without one.
+    without one; the items in here are sent on this thread while the senders work.
 
     concurrency sender loops run on pool, each taking the next item from one shared queue, so
     a slow send holds up one sender and never a share of the batch. (A future per send would
@@ -380,6 +385,8 @@ def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int
 
     for _ in range(min(concurrency, len(items))):
         pool.submit(sender)
+    for item in here:
+        yield send(*item)
     for _ in items:
         while True:
             try:

@@ -55,7 +55,7 @@ class Worker:
         self._in_flight = threading.Lock()
         self._unwritten: list[Outcome] = []
         self._pools: dict[int, ThreadPoolExecutor] = {}
-        self._last_beat = self._last_tidy = float("-inf")
+        self._last_beat = self._last_tidy = self._last_reap = float("-inf")
 
     @property
     def policy(self) -> Policy:
@@ -81,13 +81,23 @@ class Worker:
             return Report(skipped=True)
         try:
             policy = self.policy.with_changes(**changes)
-            deadline = time.monotonic() + budget.total_seconds() if budget is not None else None
-            return drain.drain(
+            now = time.monotonic()
+            deadline = now + budget.total_seconds() if budget is not None else None
+            # The reaper runs at most once an interval: a row whose lease ran out is requeued
+            # within lease + interval (+ the batch under way), the bound an idle loop gives
+            # anyway, and back-to-back full batches do not pay a statement each for it. A
+            # worker without a loop (interval 0) reaps every time.
+            reap = now - self._last_reap >= self.interval.total_seconds()
+            report = drain.drain(
                 policy=policy,
                 pool=self._pool(policy.concurrency),
                 unwritten=self._unwritten,
                 deadline=deadline,
+                reap=reap,
             )
+            if reap:
+                self._last_reap = now
+            return report
         finally:
             self._in_flight.release()
 

@@ -66,6 +66,10 @@ class Channel:
     address_source: ClassVar[AddressSource] = AddressSource.CHANNEL_ADDRESS
     # Whether sends carry the rendered message (a channel that only counts does not need it).
     renders: ClassVar[bool] = True
+    # Whether a send finishes at once, without waiting on anything outside the process (a
+    # channel that writes to memory): the drain then sends it itself instead of handing it to
+    # a sender thread, which would cost more than the send.
+    local: ClassVar[bool] = False
 
     @property
     def worst_case(self) -> timedelta:

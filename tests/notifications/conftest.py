@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import contextlib
+
 import psycopg
 import pytest
 from django.db import connection
 
+from notifications import channels
 from tests.notifications import channels as test_channels
 
 
@@ -23,6 +26,11 @@ def registered_test_channels(settings):
         channel.reset()
     yield
     test_channels.GatedChannel.gate.set()
+    # Channels are made once per process; a connection one test's sender kept open must not
+    # be counted in the next test's.
+    with contextlib.suppress(ImportError, AttributeError):  # a test configured a bad one
+        for channel in channels.configured().values():
+            channel.close()
 
 
 @pytest.fixture

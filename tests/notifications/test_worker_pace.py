@@ -1,0 +1,65 @@
+"""What a loop skips when batches follow each other: the reaper between its runs, and thread
+hand-offs for local sends."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from notifications.models import NotificationDelivery, Status
+from notifications.worker import Worker
+from tests.helpers import execute, make_deliveries, poll
+from tests.notifications.channels import LocalChannel, ThreadRecordingChannel
+
+
+def held_past_the_lease(user) -> int:
+    """A delivery a vanished worker claimed an hour ago."""
+    [delivery_id] = make_deliveries(user, 1)
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'processing', "
+        "attempts = 1, attempted_at = now() - interval '1 hour' WHERE id = %s",
+        [delivery_id],
+    )
+    return delivery_id
+
+
+@pytest.fixture
+def loop_worker():
+    worker = Worker(name="test-pace", interval=timedelta(seconds=0.5))
+    yield worker
+    worker.close()
+
+
+def test_a_loop_reaps_at_most_once_an_interval_and_never_later(db, user, loop_worker):
+    first = held_past_the_lease(user)
+    assert loop_worker.drain_once().reaped == 1
+    # Held past the lease just after a reap: the batches that follow at once skip the reaper ...
+    second = held_past_the_lease(user)
+    assert loop_worker.drain_once().reaped == 0
+    assert NotificationDelivery.objects.get(pk=second).status == Status.PROCESSING
+    # ... and the first batch an interval later requeues it (and sends it again).
+    assert poll(lambda: loop_worker.drain_once().reaped == 1, seconds=5)
+    assert NotificationDelivery.objects.get(pk=first).status == Status.SENT
+    assert NotificationDelivery.objects.get(pk=second).status in {Status.PENDING, Status.SENT}
+
+
+def test_a_worker_without_a_loop_reaps_every_time(db, user):
+    cron = Worker(name="test-cron", interval=timedelta(0))
+    try:
+        held_past_the_lease(user)
+        assert cron.drain_once().reaped == 1
+        held_past_the_lease(user)
+        assert cron.drain_once().reaped == 1
+    finally:
+        cron.close()
+
+
+def test_local_sends_stay_on_the_draining_thread_and_others_go_to_senders(db, user, loop_worker):
+    make_deliveries(user, 6, channel=LocalChannel.name)
+    make_deliveries(user, 6, channel=ThreadRecordingChannel.name)
+    report = loop_worker.drain_once(concurrency=3)
+    assert (report.claimed, report.sent) == (12, 12)
+    assert set(LocalChannel.threads) == {"MainThread"}
+    assert len(ThreadRecordingChannel.threads) == 6
+    assert all(name.startswith("test-pace-send") for name in ThreadRecordingChannel.threads)
