@@ -5,10 +5,19 @@
     + colorthief (quality 10).
 (b) palette.py on the full 12 MP RGBA, beside a bare np.bincount of its 15-bit bucket keys.
 (c) palette.js under Node on the same RGBA, beside npm colorthief over all pixels (quality 1).
+(d) The first and the second POST of the same JPEG to the analyse endpoint after a fresh start
+    of gunicorn (deploy/gunicorn.conf.py, one worker), medians of --starts starts: v10r.wsgi,
+    which warms palette.py before it serves, beside the same Django application without the
+    warm-up (django.core.wsgi:get_wsgi_application()). Each with Numba's cache filled (a
+    restart) and empty (the first start after a deploy changed palette.py). The server is
+    ready once a GET of the analyse URL answers 405, which loads nothing the analysis uses.
 
-    make bench        # or: .venv/bin/python bench/palette.py [--runs N]
+    make bench        # or: .venv/bin/python bench/palette.py [--runs N] [--starts N]
+    .venv/bin/python bench/palette.py --fresh-starts-only   # (d) alone
 
-Needs the bench extra (pip install -e '.[bench]') and `npm install --prefix bench`.
+Needs the bench and test extras (pip install -e '.[test,bench]') and `npm install --prefix
+bench` (Node only for (c)). (d) runs on its own database, v10r_bench_palette, on the server
+DATABASE_URL names or on the embedded one.
 """
 
 from __future__ import annotations
@@ -23,8 +32,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+import psycopg
 from PIL import Image
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -32,7 +43,18 @@ sys.path.insert(0, str(BASE_DIR))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
 os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
 
+from bench.database import environment, migrate, server_url  # noqa: E402 - after sys.path
+from tests.deploy import clients  # noqa: E402
+from tests.deploy.servers import CONFIG, GUNICORN, Server  # noqa: E402
+
 TWELVE_MP = 12_000_000
+DATABASE = "v10r_bench_palette"
+ANALYSE_URL = "/showcases/workers/analyse/"
+# The same Django application as v10r.wsgi, without the warm-up that module runs.
+UNWARMED_APP = "django.core.wsgi:get_wsgi_application()"
+# Django accepts the unmasked 32-character secret as the token, beside the cookie.
+CSRF_SECRET = "b" * 32
+RATIO_TARGET = 3
 
 
 def photo_12mp() -> bytes:
@@ -56,13 +78,8 @@ def median_ms(work, runs: int) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-
+def lanes(jpeg: bytes, runs: int) -> None:
+    """(a) to (c), in this process."""
     import django
 
     django.setup()
@@ -71,10 +88,8 @@ def main() -> None:
 
     from showcases import analysis, palette
 
-    jpeg = photo_12mp()
     rgba = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGBA"))
     height, width = rgba.shape[:2]
-    runs = args.runs
 
     # (a) JPEG bytes → palette.
     server = median_ms(lambda: analysis.analyse(jpeg), runs)
@@ -148,6 +163,180 @@ def main() -> None:
         f"| (c) npm colorthief, all pixels (quality 1) | {js['colorthief']:.0f} | "
         f"{js['colorthief'] / js['paletteJs']:.1f}× ours | ours ≥ 15× faster |"
     )
+
+
+# --- (d) The first request after a fresh start ----------------------------------------------
+
+
+class FreshGunicorn(Server):
+    """gunicorn from deploy/gunicorn.conf.py with one worker, so both requests meet the same
+    process; ready_ms is how long it took to answer at all."""
+
+    def __init__(self, env: dict[str, str], *, app: str) -> None:
+        super().__init__("v10r-bench-palette-")
+        env = env | {"WEB_CONCURRENCY": "1", "GUNICORN_BIND": f"127.0.0.1:{self.port}"}
+        started = time.perf_counter()
+        self.start([str(GUNICORN), "-c", str(CONFIG), app], env=env, seconds=120)
+        self.ready_ms = (time.perf_counter() - started) * 1000
+
+    def wait_until_answering(self, *, seconds: float) -> None:
+        # Not GET / as the tests' servers do: a page would load templates, the database
+        # connection and more, which the first analysis should be measured paying.
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                if clients.get(self.port, ANALYSE_URL, timeout=5).status == 405:
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.process.args} never answered:\n{self.log_text()}")
+            time.sleep(0.05)
+
+
+def multipart(jpeg: bytes) -> tuple[bytes, str]:
+    """The form the page posts: the photo in the image field."""
+    boundary = "v10r-bench-palette-boundary"
+    body = (
+        (
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="image"; filename="photo.jpg"\r\n'
+            "Content-Type: image/jpeg\r\n\r\n"
+        ).encode()
+        + jpeg
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def analyse_twice(port: int, jpeg: bytes, *, client: str) -> list[dict[str, float]]:
+    """POST the photo twice; each answer's round trip and the analysis time it reports."""
+    body, content_type = multipart(jpeg)
+    headers = {
+        "Content-Type": content_type,
+        "Cookie": f"csrftoken={CSRF_SECRET}",
+        "X-CSRFToken": CSRF_SECRET,
+        # A client address of its own per start, as nginx would pass it: the endpoint's rate
+        # limit counts per address, across starts and runs of this benchmark.
+        "X-Forwarded-For": client,
+    }
+    answers = []
+    for _ in range(2):
+        response = clients.request(
+            port, "POST", ANALYSE_URL, timeout=60, headers=headers, body=body
+        )
+        if response.status != 200:
+            raise RuntimeError(f"POST {ANALYSE_URL} answered {response.status}: {response.body}")
+        answers.append(
+            {
+                "ms": response.seconds * 1000,
+                "analysis_ms": json.loads(response.body)["analysisMs"],
+            }
+        )
+    return answers
+
+
+def prepare(url: str, static_root: Path) -> dict[str, str]:
+    """Create and migrate the database (kept between runs); return the web environment."""
+    with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE])
+        if exists.fetchone() is None:
+            admin.execute(f'CREATE DATABASE "{DATABASE}"')
+    migrate(url)
+    env = {k: v for k, v in environment(url).items() if not k.startswith("GUNICORN_")}
+    return env | {
+        "DJANGO_SETTINGS_MODULE": "v10r.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        # Nothing here serves static files; an empty folder keeps WhiteNoise from warning.
+        "DJANGO_STATIC_ROOT": str(static_root),
+        "V10R_TRUSTED_PROXIES": "1",
+    }
+
+
+def fill_cache(env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-c", "from showcases import palette; palette.warm()"],
+        cwd=BASE_DIR,
+        env=env,
+        check=True,
+    )
+
+
+def fresh_starts(jpeg: bytes, starts: int) -> None:
+    """(d): the table of first and second requests after fresh starts."""
+    url = urlunsplit(urlsplit(server_url())._replace(path=f"/{DATABASE}"))
+    apps = {"v10r.wsgi (warms)": "v10r.wsgi", "without warming": UNWARMED_APP}
+    caches = ["filled", "empty"]
+    measured = {(app, cache): [] for app in apps for cache in caches}
+    with tempfile.TemporaryDirectory(prefix="v10r-bench-palette-") as folder:
+        static_root = Path(folder, "static")
+        static_root.mkdir()
+        env = prepare(url, static_root)
+        # NUMBA_CACHE_DIR replaces showcases/__pycache__, so neither a previous run nor
+        # another checkout decides which rows compile.
+        filled = Path(folder, "numba-filled")
+        fill_cache(env | {"NUMBA_CACHE_DIR": str(filled)})
+        number = 0
+        # Interleaved, so a noisy moment on a busy machine does not land on one row.
+        for start in range(starts):
+            for (app, cache), samples in measured.items():
+                number += 1
+                numba = filled if cache == "filled" else Path(folder, f"numba-empty-{number}")
+                server = FreshGunicorn(env | {"NUMBA_CACHE_DIR": str(numba)}, app=apps[app])
+                try:
+                    client = f"198.51.100.{number % 250 + 1}"
+                    first, second = analyse_twice(server.port, jpeg, client=client)
+                finally:
+                    server.stop()
+                samples.append({"ready_ms": server.ready_ms, "first": first, "second": second})
+            print(f"start {start + 1}/{starts} done", file=sys.stderr)
+
+    print(
+        f"\n(d) The server lane after a fresh start: gunicorn (deploy/gunicorn.conf.py, one "
+        f"worker) POSTed the 12 MP JPEG ({len(jpeg) / 1e6:.1f} MB) twice, medians of "
+        f"{starts} starts; ms are round trips, analysis ms what the page shows\n"
+    )
+    print(
+        "| application | Numba cache | ready after ms | first ms | second ms | first ÷ second "
+        "| first analysis ms | second analysis ms | target |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for (app, cache), samples in measured.items():
+        ready = statistics.median(s["ready_ms"] for s in samples)
+        first = statistics.median(s["first"]["ms"] for s in samples)
+        second = statistics.median(s["second"]["ms"] for s in samples)
+        first_analysis = statistics.median(s["first"]["analysis_ms"] for s in samples)
+        second_analysis = statistics.median(s["second"]["analysis_ms"] for s in samples)
+        ratio = first / second
+        if app == "without warming":
+            target = ""
+        else:
+            verdict = "ok" if ratio <= RATIO_TARGET else "OVER"
+            target = f"first ≤ {RATIO_TARGET}× second: {verdict}"
+        print(
+            f"| {app} | {cache} | {ready:.0f} | {first:.0f} | {second:.0f} | {ratio:.2f}× "
+            f"| {first_analysis:.0f} | {second_analysis:.0f} | {target} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--starts", type=int, default=3, help="fresh starts per row of (d)")
+    parser.add_argument("--fresh-starts-only", action="store_true", help="run (d) alone")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.starts < 1:
+        parser.error("--starts must be at least 1")
+
+    jpeg = photo_12mp()
+    if not args.fresh_starts_only:
+        lanes(jpeg, args.runs)
+    fresh_starts(jpeg, args.starts)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ worker_class = "gthread"
 # queue on them. WEB_CONCURRENCY is the name platforms (Heroku, Render, Fly) already set.
 workers = _int("WEB_CONCURRENCY", _cpus())
 
+# No preload_app: each worker imports v10r.wsgi after the fork, and that import warms the
+# palette's Numba loops (showcases/palette.py) before the worker takes its first request.
+# Preloading would warm once, in the master, but a HUP would then restart workers on the
+# master's old code instead of reloading it.
+preload_app = False
+
 # While one thread waits on PostgreSQL another runs. Four keeps the database's connection
 # count at workers × 4 (CONN_MAX_AGE keeps one per thread open) and leaves room for the
 # palette analysis, whose Numba loops release the GIL.

@@ -11,10 +11,13 @@ buckets) and measured 5–8× slower than a bare bincount of the keys; this loop
 
 from __future__ import annotations
 
+import logging
 from typing import TypedDict
 
 import numpy as np
 from numba import njit
+
+logger = logging.getLogger(__name__)
 
 ALPHA_MIN = 128
 BUCKETS = 1 << 15
@@ -138,3 +141,23 @@ def average_luminance(pixels: bytes | bytearray | memoryview | np.ndarray) -> fl
     weighted, counted = _luminance_sums(_flat(pixels))
     # One division of exact integers, as in palette.js.
     return int(weighted) / (int(counted) * 2_550_000) if counted else 0.0
+
+
+def warm() -> None:
+    """Compile the loops, or load them from Numba's cache, for the arrays requests pass.
+
+    Numba does this on a function's first call with each new argument type: 0.15 to 0.5 s to
+    load from its cache, 1 to 2 s to compile. Processes call this before they serve, so no
+    visitor's request pays for it. It never raises: a process that cannot warm still serves.
+    """
+    # Read-only, like the pixels requests pass (np.asarray of a Pillow image, np.frombuffer
+    # of bytes): a writable array is another signature, which Numba would compile separately.
+    # The pixel is opaque so that dominant_colors reaches _merge.
+    pixel = np.frombuffer(bytes([0, 0, 0, 255]), dtype=np.uint8)
+    try:
+        dominant_colors(pixel)
+        average_luminance(pixel)
+    except Exception:
+        logger.warning(
+            "Warming the palette loops failed; the first analysis will compile them", exc_info=True
+        )

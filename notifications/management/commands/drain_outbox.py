@@ -14,6 +14,7 @@ from notifications import heartbeat
 from notifications.checks import lease_problem
 from notifications.drain import Policy
 from notifications.worker import Worker
+from showcases import palette
 
 logger = logging.getLogger("notifications.drain_outbox")
 
@@ -75,6 +76,9 @@ class Command(BaseCommand):
         problem = lease_problem(lease=policy.lease, batch_size=batch_size, concurrency=concurrency)
         if problem:
             raise CommandError(problem)
+        # The drain analyses no images, but warming here writes Numba's on-disk cache: web
+        # processes started after it on this host load the palette loops, not compile them.
+        palette.warm()
         # A one-shot run is the cron's drain: it has no loop to report as running.
         if once:
             worker = Worker.for_process()
