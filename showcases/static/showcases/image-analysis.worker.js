@@ -4,6 +4,8 @@ import { analyseImage } from "./image-analysis.js";
 self.addEventListener("message", async (event) => {
   const { id, bytes, type, maxEdge } = event.data;
   try {
+    // result carries the worker's own timings (decode, read-back, palette): its performance
+    // entries are on its own timeline, which the page cannot read.
     const result = await analyseImage(bytes, { type, maxEdge });
     self.postMessage({ id, ok: true, result });
   } catch (error) {
