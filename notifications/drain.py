@@ -230,6 +230,7 @@ def _prepare(
     emails, addresses, languages = _recipients(rendering, by_name)
 
     ready, immediate = [], []
+    default_language = settings.LANGUAGE_CODE
 
     def fail(delivery: ClaimedDelivery, code: str, message: str) -> None:
         outcome = Outcome.failure(
@@ -252,7 +253,7 @@ def _prepare(
             fail(delivery, "NO_RECIPIENT", f"The user has no active {delivery.channel} address.")
             continue
         subject = body = ""
-        language = languages.get(delivery.user_id, settings.LANGUAGE_CODE)
+        language = languages.get(delivery.user_id, default_language)
         if channel.renders:
             try:
                 rendered = catalogue.render(

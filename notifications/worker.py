@@ -158,8 +158,13 @@ class Worker:
         (the current batch is always finished). A lost database is retried with a growing
         pause; once=True ticks a single time and lets a DatabaseError through."""
         failures = 0
+        hurried = False
         while True:
-            close_old_connections()
+            # Django's check that the connection is still good costs a statement; right after
+            # a batch that used it, it is not worth one.
+            if not hurried:
+                close_old_connections()
+            hurried = False
             try:
                 tick = self.tick()
             except DatabaseError as exc:
@@ -178,6 +183,7 @@ class Worker:
             if once or stopping.is_set():
                 break
             if tick.report.more_due:
+                hurried = True
                 continue  # a lane came back full: more may be due, so do not wait
             if stopping.wait(self.interval.total_seconds()):
                 break

@@ -38,6 +38,14 @@ def test_a_claim_is_a_state_transition_so_a_second_claim_gets_nothing(db, user):
     assert outbox.claim(batch_size=10) == []
 
 
+def test_the_claim_returns_the_fields_of_a_claimed_delivery_in_their_order(db, user):
+    # claim() maps each row onto ClaimedDelivery by position.
+    make_deliveries(user, 1)
+    with connection.cursor() as cursor:
+        cursor.execute(outbox.CLAIM_SQL, {"batch_size": 1, "demo_batch_size": 1})
+        assert [c.name for c in cursor.description] == outbox.CLAIMED_FIELDS
+
+
 def test_claim_takes_at_most_the_batch_in_queue_order(db, user):
     ids = make_deliveries(user, 5)
     # The oldest next_attempt_at first; equal times fall back to created_at, then id.
@@ -74,9 +82,10 @@ def test_the_claim_sql_is_literal_schema_qualified_and_quotes_its_aliases():
         "real_rows",  # claimable
         "demo_rows",
         "notifications.notification_deliveries",  # the UPDATE
-        "claimable",
+        "notifications.notifications",  # its FROM
+        "claimable",  # the ids it updates
     ]
-    assert "claimable AS c, notifications.notifications AS n" in sql
+    assert "d.id = ANY(ARRAY(SELECT id FROM claimable))" in sql
     returning = sql.split("RETURNING", 1)[1]
     aliases = re.findall(r"\bAS\s+(\S+)", returning)
     assert len(aliases) == 10
