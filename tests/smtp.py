@@ -31,6 +31,7 @@ class Mailbox:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
+        self.raw: list[bytes] = []  # each message as it came, before any decoding
         self.lock = threading.Lock()
         self.step_delay = 0.0
         # Connections that got as far as MAIL, whether they had switched to TLS, and QUITs.
@@ -84,6 +85,7 @@ class Mailbox:
         message = email.message_from_bytes(envelope.content)
         with self.lock:
             self.messages.append(message)
+            self.raw.append(envelope.original_content)
             self._counts[id(session)] = self._counts.get(id(session), 0) + 1
             if self.drop_after is not None and len(self.messages) >= self.drop_after:
                 self.drop_after = None

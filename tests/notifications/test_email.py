@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import email
+import email.policy
 import time
 
 import pytest
@@ -124,3 +126,37 @@ def test_a_server_that_drips_its_replies_is_cut_off_by_the_total_deadline(
     assert time.monotonic() - started < 2.0
     stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")
+
+
+def test_a_message_in_any_language_arrives_as_it_was_written(
+    db, django_user_model, settings, mail_to
+):
+    settings.DEFAULT_FROM_EMAIL = "Рассылка v10r <notifications@пример.рф>"
+    delivery_id = queue_email(django_user_model, "ada@bücher.example", name="Ада " + "ж" * 200)
+    assert worker.drain_once().sent == 1
+    [raw] = mail_to.mailbox.raw
+    assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")  # CRLF only
+    assert all(len(line) <= 998 for line in raw.split(b"\r\n"))  # SMTP's line limit
+    assert raw.isascii()  # 7-bit: no server can refuse it for 8-bit content
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    assert message["Subject"] == "Welcome to v10r, Ада " + "ж" * 200
+    assert message["From"].addresses[0].display_name == "Рассылка v10r"
+    assert message["From"].addresses[0].addr_spec == "notifications@xn--e1afmkfd.xn--p1ai"
+    assert message["To"] == "ada@xn--bcher-kva.example"
+    assert (
+        message["Message-ID"]
+        == NotificationDelivery.objects.get(pk=delivery_id).provider_message_id
+    )
+    assert message["Content-Language"] == "en"
+    assert "Ада " + "ж" * 200 in message.get_content()
+
+
+def test_a_mailer_that_is_not_smtp_gets_a_django_message(db, django_user_model, settings):
+    from django.core import mail
+
+    settings.MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+    queue_email(django_user_model, "ada@example.com")
+    assert worker.drain_once().sent == 1
+    [sent] = mail.outbox
+    assert (sent.to, sent.subject) == (["ada@example.com"], "Welcome to v10r, Ada")
+    assert sent.extra_headers["Message-ID"].startswith("<delivery-")
