@@ -119,7 +119,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "v10r <notifications@l
 # The outbox's queue worker (notifications/drain.py); the system checks in
 # notifications/checks.py refuse a lease that a full batch could outlive.
 DELIVERY_BATCH_SIZE = _env_int("DELIVERY_BATCH_SIZE", default=25, minimum=1)
-DELIVERY_CONCURRENCY = _env_int("DELIVERY_CONCURRENCY", default=4, minimum=1)
+DELIVERY_CONCURRENCY = _env_int("DELIVERY_CONCURRENCY", default=16, minimum=1)
 DELIVERY_LEASE_SECONDS = _env_float("DELIVERY_LEASE_SECONDS", default=300.0, minimum=1.0)
 DELIVERY_INTERVAL_SECONDS = _env_float("DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1)
 DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=backoff.MAX_ATTEMPTS, minimum=1)
