@@ -129,3 +129,24 @@ def check_lease_and_tick(app_configs=None, **kwargs):
                 )
             )
     return errors
+
+
+@register()
+def check_sender(app_configs=None, **kwargs):
+    """Every email goes out from DEFAULT_FROM_EMAIL: one that is not an address would fail
+    them all, so it stops start-up instead."""
+    if "email" not in settings.DELIVERY_CHANNELS:
+        return []
+    from notifications.channels.email import sender_of
+
+    try:
+        sender_of(settings.DEFAULT_FROM_EMAIL)
+    except ValueError as exc:
+        return [
+            Error(
+                f"DEFAULT_FROM_EMAIL: {exc}",
+                hint='An address, or a name and an address: "v10r <noreply@example.com>".',
+                id="notifications.E005",
+            )
+        ]
+    return []

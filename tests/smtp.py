@@ -13,6 +13,7 @@ from email.message import Message
 from pathlib import Path
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
 
 
 def free_port() -> int:
@@ -48,11 +49,26 @@ class Mailbox:
         self.drop_in_data = False
         self._counts: dict[int, int] = {}
         self._doomed: set[int] = set()
+        self.dropped = 0  # connections cut by drop_after or drop()
+        self.connections = 0  # connections greeted (aiosmtpd's own start-up probe too)
+        self.closing = False  # the server is stopping: greet nobody late
+        self.transports: list = []
+        # Seconds before the greeting of each new connection (a server restarting, Postfix's
+        # postscreen): the client has connected, and waits for "220".
+        self.greeting_delay = 0.0
+
+    def drop(self) -> None:
+        """Cut every connection open now, at its next MAIL."""
+        with self.lock:
+            self._doomed = {id(s) for s in self.sessions}
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if self.step_delay:
+            await asyncio.sleep(self.step_delay)
         with self.lock:
             if id(session) in self._doomed:
                 self._doomed.discard(id(session))
+                self.dropped += 1
                 server.transport.abort()
                 return "421 4.3.2 Gone"  # never sent: the connection is already closed
             if all(s is not session for s in self.sessions):
@@ -62,8 +78,6 @@ class Mailbox:
         if self.per_connection is not None and sent_here >= self.per_connection:
             asyncio.get_running_loop().call_soon(server.transport.close)
             return "421 4.7.0 Too many messages on one connection, closing"
-        if self.step_delay:
-            await asyncio.sleep(self.step_delay)
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
         return "250 OK"
@@ -105,6 +119,27 @@ class Mailbox:
             return Counter(m["Message-ID"] for m in self.messages)
 
 
+class _Greeter(SMTP):
+    """aiosmtpd's server, which waits the mailbox's greeting_delay before saying 220."""
+
+    async def push(self, status: str) -> None:
+        if status.startswith("220 ") and self.session.host_name is None:  # the greeting
+            mailbox = self.event_handler
+            with mailbox.lock:
+                mailbox.connections += 1
+                mailbox.transports.append(self.transport)
+            waited = 0.0
+            while waited < mailbox.greeting_delay and not mailbox.closing:
+                await asyncio.sleep(0.05)  # in steps, so that stopping the server need not wait
+                waited += 0.05
+        await super().push(status)
+
+
+class _Controller(Controller):
+    def factory(self):
+        return _Greeter(self.handler, **self.SMTP_kwargs)
+
+
 class SMTPServer:
     """aiosmtpd on a free loopback port; with tls_context, it insists on STARTTLS."""
 
@@ -112,7 +147,7 @@ class SMTPServer:
         self.mailbox = Mailbox()
         self.port = free_port()
         tls = {"tls_context": tls_context, "require_starttls": True} if tls_context else {}
-        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port, **tls)
+        self.controller = _Controller(self.mailbox, hostname="127.0.0.1", port=self.port, **tls)
         self.controller.start()
 
     def mailer(self, *, timeout: float, **options) -> dict:
@@ -123,6 +158,13 @@ class SMTPServer:
         }
 
     def stop(self) -> None:
+        # Cut what is still connected first: since Python 3.12, aiosmtpd's stop waits for
+        # every connection to close, which a client stuck mid-greeting would make take
+        # aiosmtpd's idle timeout (5 minutes).
+        self.mailbox.closing = True
+        with self.mailbox.lock:
+            transports = list(self.mailbox.transports)
+        self.controller.loop.call_soon_threadsafe(lambda: [t.abort() for t in transports])
         self.controller.stop()
 
 

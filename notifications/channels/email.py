@@ -16,9 +16,12 @@ any other, since the server may have the message.
 from __future__ import annotations
 
 import contextlib
+import email.errors
 import email.policy
 import functools
 import heapq
+import os
+import re
 import smtplib
 import socket
 import ssl
@@ -62,12 +65,15 @@ class _Deadline:
         self.at = time.monotonic() + seconds
         self.expired = False
         self.over = False  # the send finished: nothing to cut off any more
+        self.opening: smtplib.SMTP | None = None  # a connection on its way to the backend
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
 
     def expire(self) -> None:
         self.expired = True
-        # While connecting, STARTTLS or AUTH, the backend holds the connection aside.
-        for name in ("connection", "_partial_connection"):
-            sock = getattr(getattr(self.backend, name, None), "sock", None)
+        for smtp in (getattr(self.backend, "connection", None), self.opening):
+            sock = getattr(smtp, "sock", None)
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
@@ -91,6 +97,11 @@ class _Watchdog:
     the rest of a send on a kept connection."""
 
     def __init__(self) -> None:
+        self._forget()
+        # A forked child has no watchdog thread, and must never expire its parent's sends.
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
         self._due = threading.Condition()
         self._heap: list[tuple[float, int, _Deadline]] = []
         self._thread: threading.Thread | None = None
@@ -98,7 +109,7 @@ class _Watchdog:
     def watch(self, deadline: _Deadline) -> None:
         with self._due:
             heapq.heappush(self._heap, (deadline.at, id(deadline), deadline))
-            if self._thread is None or not self._thread.is_alive():  # or forked away
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="email-deadlines", daemon=True
                 )
@@ -153,6 +164,12 @@ class EmailChannel(Channel):
     mailer = "default"
 
     def __init__(self) -> None:
+        self._forget()
+        # The connections are the parent's: a forked child starts without any (dropping them
+        # closes the child's copies of the sockets, never the parent's connections).
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
         self._sessions: dict[int, _Session] = {}  # by sender thread
         self._lock = threading.Lock()
 
@@ -193,7 +210,7 @@ class EmailChannel(Channel):
                 message_id=message_id,
                 language=outgoing.language,
             )
-        except ValueError as exc:
+        except (ValueError, email.errors.MessageError) as exc:
             raise ChannelError("BAD_MESSAGE", str(exc), retryable=False) from None
 
         session = self._checkout()
@@ -202,6 +219,9 @@ class EmailChannel(Channel):
         try:
             with deadline:
                 keep = self._send_on(session, letter, deadline)
+            # Expired just as the server said yes: the email is sent, but the watchdog has
+            # shut the socket down.
+            keep = keep and not deadline.expired
         except ChannelError:
             raise
         except Exception as exc:
@@ -328,12 +348,10 @@ def _compose(*, subject: str, body: str, to: str, message_id: str, language: str
     The package's older API (the one Django 5 built with) makes the same message in about a
     sixth of the time; what it does not check, this does.
     """
-    if "\r" in subject or "\n" in subject:
-        raise ValueError("Header values may not contain linefeed or carriage return characters")
-    from_header, sender = _from(settings.DEFAULT_FROM_EMAIL)
+    from_header, sender = sender_of(settings.DEFAULT_FROM_EMAIL)
     recipient = _ascii_address(to)
     message = MIMEText(body, "plain", _UTF8)
-    message["Subject"] = subject if subject.isascii() else Header(subject, _UTF8)
+    message["Subject"] = _header_text(subject, "Subject")
     message["From"] = from_header
     message["To"] = recipient
     message["Date"] = formatdate(usegmt=True)
@@ -349,14 +367,42 @@ def _compose(*, subject: str, body: str, to: str, message_id: str, language: str
     )
 
 
+# What would end a header line early: every line break str.splitlines() knows (the email
+# package folds and unfolds with it), and the other control characters, which no header may
+# carry. A tab is whitespace, and allowed.
+_NOT_IN_HEADERS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+# RFC 2047's limit for one encoded word, and so about the longest word a header line can
+# hold without breaking SMTP's 998: a longer one, or any non-ASCII text, goes as encoded words.
+_LONGEST_WORD = 75
+
+
+def _header_text(text: str, name: str) -> str | Header:
+    """text as a header's value, or a ValueError naming the character that cannot be in it."""
+    if found := _NOT_IN_HEADERS.search(text):
+        raise ValueError(
+            f"{name} contains {found.group()!r}: header values may not contain line breaks "
+            "or other control characters (such as a linefeed or carriage return)"
+        )
+    if text.isascii() and all(len(word) <= _LONGEST_WORD for word in text.split()):
+        return text
+    return Header(text, _UTF8, header_name=name)
+
+
 @functools.lru_cache(maxsize=8)
-def _from(from_email: str) -> tuple[str, str]:
-    """DEFAULT_FROM_EMAIL as a From header, and the envelope's sender address."""
+def sender_of(from_email: str) -> tuple[str | Header, str]:
+    """from_email (DEFAULT_FROM_EMAIL) as a From header and as the envelope's sender; a
+    ValueError that says why when it is not an address (a system check calls this)."""
+    if _NOT_IN_HEADERS.search(from_email):
+        raise ValueError(f"{from_email!r} contains a line break or another control character.")
     name, address = parseaddr(from_email)
-    if not address or "\r" in from_email or "\n" in from_email:
-        raise ValueError(f"DEFAULT_FROM_EMAIL {from_email!r} is not an email address.")
+    if "@" not in address:
+        raise ValueError(f"{from_email!r} is not an email address (name <user@domain>).")
     address = _ascii_address(address)
-    return formataddr((name, address), charset=_UTF8), address
+    if name.isascii() and all(len(word) <= _LONGEST_WORD for word in name.split()):
+        return formataddr((name, address)), address
+    header = Header(name, _UTF8, header_name="From")
+    header.append(f"<{address}>", "us-ascii")
+    return header, address
 
 
 def _ascii_address(address: str) -> str:
@@ -402,8 +448,34 @@ def _transmit(connection: smtplib.SMTP, letter: _Letter) -> None:
 
 
 def _open(backend: SMTPBackend, deadline: _Deadline) -> None:
-    backend.open()
-    deadline.check()
+    """What backend.open() does, inside the deadline: connecting may take at most the time
+    the message has left, and from the greeting on, the watchdog can cut the connection."""
+    options = {"local_hostname": DNS_NAME.get_fqdn()}
+    if backend.use_ssl:
+        options["context"] = backend.ssl_context
+    smtp = backend.connection_class(timeout=backend.timeout, **options)
+    # Made without a host so that it does not connect yet: the watchdog must know it first.
+    # smtplib remembers the host name (STARTTLS checks the certificate against it) only when
+    # its constructor is given one, so it is set here.
+    smtp._host = backend.host
+    deadline.opening = smtp
+    try:
+        smtp.timeout = max(min(backend.timeout, deadline.left()), 0.001)
+        smtp.connect(backend.host, backend.port)
+        smtp.sock.settimeout(backend.timeout)
+        smtp.timeout = backend.timeout
+        deadline.check()
+        if backend.use_tls and not backend.use_ssl:
+            smtp.starttls(context=backend.ssl_context)
+        if backend.username and backend.password:
+            smtp.login(backend.username, backend.password)
+        deadline.check()
+    except BaseException:
+        smtp.close()
+        raise
+    finally:
+        deadline.opening = None
+    backend.connection = smtp
 
 
 def _reset(connection: smtplib.SMTP) -> None:
@@ -416,12 +488,13 @@ def _still_usable(backend: BaseEmailBackend, exc: Exception) -> bool:
     """Whether the connection may carry the next message after exc: only a plain refusal
     (4xx or 5xx, not 421) on a connection that is still open."""
     smtp = getattr(backend, "connection", None)
-    return (
-        isinstance(exc, smtplib.SMTPResponseException | smtplib.SMTPRecipientsRefused)
-        and getattr(exc, "smtp_code", None) != 421
-        and smtp is not None
-        and getattr(smtp, "sock", None) is not None
-    )
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        codes = {code for code, _ in exc.recipients.values()}
+    elif isinstance(exc, smtplib.SMTPResponseException):
+        codes = {exc.smtp_code}
+    else:
+        return False
+    return 421 not in codes and smtp is not None and getattr(smtp, "sock", None) is not None
 
 
 def _discard(backend: BaseEmailBackend) -> None:

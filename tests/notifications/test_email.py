@@ -9,6 +9,7 @@ import time
 import pytest
 
 from notifications import worker
+from notifications.channels.email import sender_of
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, Status
 from tests.smtp import SilentServer
@@ -69,7 +70,7 @@ def test_a_line_break_in_the_subject_fails_for_good_without_touching_the_network
     assert worker.drain_once().failed == 1
     stored = NotificationDelivery.objects.get(pk=delivery_id)
     assert (stored.status, stored.error_code, stored.attempts) == (Status.FAILED, "BAD_MESSAGE", 1)
-    assert "linefeed" in stored.error_message
+    assert "line breaks" in stored.error_message
     assert mail_to.mailbox.messages == []
 
 
@@ -160,3 +161,46 @@ def test_a_mailer_that_is_not_smtp_gets_a_django_message(db, django_user_model, 
     [sent] = mail.outbox
     assert (sent.to, sent.subject) == (["ada@example.com"], "Welcome to v10r, Ada")
     assert sent.extra_headers["Message-ID"].startswith("<delivery-")
+
+
+@pytest.mark.parametrize(
+    "name", ["Eve\x0b\x0bWe suspended you", "Eve\x1cX-Evil: 1", "Eve\x7f", "Eve\u2028Bcc: x"]
+)
+def test_any_character_that_breaks_a_header_line_fails_for_good(
+    db, django_user_model, mail_to, name
+):
+    delivery_id = queue_email(django_user_model, "eve@example.com", name=name)
+    assert worker.drain_once().failed == 1
+    stored = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (stored.status, stored.error_code) == (Status.FAILED, "BAD_MESSAGE")
+    assert mail_to.mailbox.messages == []
+
+
+def test_long_words_and_long_names_are_folded_under_smtps_line_limit(
+    db, django_user_model, settings, mail_to
+):
+    settings.DEFAULT_FROM_EMAIL = f"{'Рассылка проекта ' * 40}<notifications@example.com>"
+    queue_email(django_user_model, "ada@example.com", name="x" * 1000)
+    assert worker.drain_once().sent == 1
+    [raw] = mail_to.mailbox.raw
+    assert max(len(line) for line in raw.split(b"\r\n")) <= 78
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    assert message["Subject"] == "Welcome to v10r, " + "x" * 1000
+    assert message["From"].addresses[0].addr_spec == "notifications@example.com"
+
+
+@pytest.mark.parametrize(
+    ("sender", "says"),
+    [
+        ("nobody", "is not an email address"),
+        ("v10r <>", "is not an email address"),
+        ("v10r\n<a@example.com>", "line break"),
+    ],
+)
+def test_a_sender_that_is_not_an_address_stops_start_up(settings, sender, says):
+    from django.core import checks
+
+    sender_of.cache_clear()
+    settings.DEFAULT_FROM_EMAIL = sender
+    [error] = [e for e in checks.run_checks() if e.id == "notifications.E005"]
+    assert says in error.msg
