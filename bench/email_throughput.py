@@ -475,7 +475,12 @@ CEILING_MESSAGES = 1_000
 
 def drain_concurrency(args) -> int:
     """drain_outbox's sends in flight: --concurrency, else the settings' DELIVERY_CONCURRENCY."""
-    return args.concurrency or int(os.environ.get("DELIVERY_CONCURRENCY") or 4)
+    if args.concurrency:
+        return args.concurrency
+    os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
+    from v10r import settings  # reads DELIVERY_CONCURRENCY as drain_outbox will
+
+    return settings.DELIVERY_CONCURRENCY
 
 
 def ceiling(sink: SinkProcess, *, messages: int, delay_ms: float, threads: int) -> float:
