@@ -21,6 +21,7 @@ TRY_LIMIT = 10
 PUBLIC_COUNT_LIMIT = 1000
 LIMIT_WINDOW = timedelta(minutes=1)
 SESSION_KEY = "queue_demo_notifications"
+TRIES_KEY = "queue_demo_tries"  # how many this session has queued, for the next label
 
 
 def _queue_context(request) -> dict:
@@ -109,7 +110,10 @@ def try_it(request):
         )
     fail = request.POST.get("fail") in {"1", "on", "true"}
     mine = request.session.get(SESSION_KEY, [])
-    label = _("demo #%(number)d") % {"number": len(mine) + 1}
+    # Counted apart from the feed, which keeps only the last FEED_SIZE: numbered by the list's
+    # length, every try past it would repeat one number.
+    number = request.session.get(TRIES_KEY, len(mine)) + 1
+    label = _("demo #%(number)d") % {"number": number}
     try:
         notification = queue_demo.enqueue(label=label, fail=fail)
     except queue_demo.QueueFull:
@@ -122,6 +126,7 @@ def try_it(request):
             retry_after_seconds=60,
         )
     request.session[SESSION_KEY] = [str(notification.pk), *mine][: queue_demo.FEED_SIZE]
+    request.session[TRIES_KEY] = number
     if not request.htmx:
         # Without JavaScript the form posts normally: queue it, then show the page again.
         return redirect(reverse("showcases:workers") + "#queue-worker")

@@ -75,6 +75,19 @@ def test_try_it_queues_a_demo_notification_and_shows_it_in_the_feed(client):
     assert 'data-feed-status="sent"' in body
 
 
+def test_every_try_of_a_session_gets_a_number_of_its_own(client):
+    # More tries than the feed keeps (FEED_SIZE): the labels still count on.
+    for _ in range(10):
+        assert client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code == 200
+    labels = [
+        d.notification.message_params["label"]
+        for d in NotificationDelivery.objects.filter(channel="demo").order_by("id")
+    ]
+    assert labels == [f"demo #{n}" for n in range(1, 11)]
+    body = client.get(PAGE + "queue/", HTTP_HX_REQUEST="true").content.decode()
+    assert "demo #10" in body and "demo #9" in body
+
+
 def test_a_failing_demo_delivery_shows_as_retrying(client):
     client.post(PAGE + "try/", {"fail": "1"}, HTTP_HX_REQUEST="true")
     assert worker.drain_once().retrying == 1
