@@ -9,6 +9,7 @@ from v10r import views
 urlpatterns = [
     # Machine endpoints: no language prefix.
     path("", include("notifications.urls")),
+    path("favicon.ico", views.favicon),
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views import defaults
 from django.views.decorators.http import require_safe
 
@@ -8,6 +9,13 @@ from django.views.decorators.http import require_safe
 @require_safe
 def home(request):
     return render(request, "home.html")
+
+
+@require_safe
+def favicon(request):
+    """/favicon.ico, which browsers and feed readers ask for whatever the page links: the
+    icon, at its hashed static URL (a temporary redirect, since that URL changes with it)."""
+    return redirect(static("icons/favicon.svg"))
 
 
 # Django's own error pages, without their requires_csrf_token. That decorator runs the CSRF

@@ -110,3 +110,31 @@ def test_the_admin_login_is_served_in_every_language(client):
 
 def test_pages_refuse_methods_they_do_not_serve(client):
     assert client.post("/").status_code == 405
+
+
+@pytest.mark.parametrize("page", [*PAGES, "/ru/", "/admin/login/"])
+def test_every_page_links_the_icons(client, page):
+    body = client.get(page).content.decode()
+    assert re.search(r'<link rel="icon" href="[^"]*favicon[^"]*\.svg" type="image/svg\+xml">', body)
+    if not page.startswith("/admin/"):
+        assert re.search(
+            r'<link rel="apple-touch-icon" href="[^"]*apple-touch-icon[^"]*\.png">', body
+        )
+
+
+@pytest.mark.parametrize("method", ["get", "head"])
+def test_favicon_ico_leads_to_the_icon(client, method):
+    response = getattr(client, method)("/favicon.ico")
+    assert response.status_code == 302
+    assert re.fullmatch(r"/static/icons/favicon(\.[0-9a-f]+)?\.svg", response["Location"])
+    assert client.post("/favicon.ico").status_code == 405
+
+
+def test_the_icons_are_what_they_say():
+    from django.contrib.staticfiles import finders
+    from PIL import Image
+
+    with Image.open(finders.find("icons/apple-touch-icon.png")) as touch:
+        assert (touch.format, touch.size, touch.mode) == ("PNG", (180, 180), "RGB")
+    svg = Path(finders.find("icons/favicon.svg")).read_text()
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
