@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from v10r import clients, ratelimit
 
@@ -66,6 +67,8 @@ class AdminSite(admin.AdminSite):
     needing attention beside that list, and a login that counts failures."""
 
     login_form = ThrottledLoginForm
+    site_header = gettext_lazy("v10r administration")
+    site_title = gettext_lazy("v10r admin")
 
     def index(self, request, extra_context=None):
         context = dict(extra_context or {})

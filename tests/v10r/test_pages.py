@@ -138,3 +138,19 @@ def test_the_icons_are_what_they_say():
         assert (touch.format, touch.size, touch.mode) == ("PNG", (180, 180), "RGB")
     svg = Path(finders.find("icons/favicon.svg")).read_text()
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+
+
+@pytest.mark.parametrize(
+    ("prefix", "header", "back"),
+    [
+        ("", "v10r administration", "Back to the site"),
+        ("/ru", "Администрирование v10r", "Вернуться на сайт"),
+        ("/de", "v10r-Verwaltung", "Zurück zur Website"),
+    ],
+)
+def test_the_admin_is_branded_and_leads_back_to_the_site(client, prefix, header, back):
+    # The login page, where a visitor who followed "Admin" lands, included.
+    body = client.get(f"{prefix}/admin/login/").content.decode()
+    assert f'<a href="{prefix}/admin/">{header}</a>' in body
+    assert f'<a class="admin-back" href="{prefix}/">{back}</a>' in body
+    assert "Django administration" not in body
