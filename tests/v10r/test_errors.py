@@ -52,3 +52,32 @@ def test_pages_answer_head_as_uptime_checks_send_it(client, path):
     response = client.head(path)
     assert response.status_code == 200
     assert response.content == b""
+
+
+@pytest.mark.parametrize(
+    ("path", "title"),
+    [
+        ("/no-such-page/", "Page not found"),
+        ("/ru/no-such-page/", "Страница не найдена"),
+        ("/de/no-such-page/", "Seite nicht gefunden"),
+    ],
+)
+def test_a_missing_page_is_the_sites_own_in_the_visitors_language(client, path, title):
+    response = client.get(path)
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert f"<h1>{title}</h1>" in body
+    assert 'class="site-header"' in body  # the site's page, with its navigation
+
+
+@pytest.mark.parametrize("language", ["en", "ru", "de"])
+def test_the_server_error_page_renders_without_a_request_in_each_language(language):
+    from django.template import loader
+    from django.utils import translation
+
+    with translation.override(language):
+        body = loader.get_template("500.html").render()
+    assert f'<html lang="{language}">' in body
+    expected = {"en": "Something went wrong", "ru": "Что-то пошло не так"}
+    expected["de"] = "Etwas ist schiefgelaufen"
+    assert f"<h1>{expected[language]}</h1>" in body
