@@ -302,3 +302,9 @@ def test_concurrent_first_requests_for_the_sample_paint_it_once(monkeypatch):
         results = list(pool.map(lambda _: sample.sample_jpeg(), range(4)))
     assert results == [b"jpeg"] * 4
     assert len(paintings) == 1
+
+
+def test_the_picker_offers_only_the_formats_every_lane_reads(client):
+    # GIF and the rest decode in browsers but the server lane refuses them (415).
+    body = client.get(PAGE).content.decode()
+    assert 'type="file" accept="image/jpeg,image/png,image/webp"' in body
