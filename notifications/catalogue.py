@@ -40,7 +40,8 @@ MESSAGES: dict[str, Message] = {
     ),
     "queue.demo": Message(
         subject=_("A notification from the queue"),
-        body=_("Queued as “{label}”, claimed and delivered by the drain loop."),
+        # Shown beside the row's state on the page, so it says what happens, not what has.
+        body=_("Queued as “{label}”, for the drain loop to claim and deliver."),
     ),
 }
 

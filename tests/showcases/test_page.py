@@ -308,3 +308,14 @@ def test_the_picker_offers_only_the_formats_every_lane_reads(client):
     # GIF and the rest decode in browsers but the server lane refuses them (415).
     body = client.get(PAGE).content.decode()
     assert 'type="file" accept="image/jpeg,image/png,image/webp"' in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "says"),
+    [("", "for the drain loop to claim and deliver"), ("/ru", "чтобы цикл обработки захватил")],
+)
+def test_a_pending_try_does_not_claim_to_be_delivered(client, prefix, says):
+    body = client.post(prefix + PAGE + "try/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-feed-status="pending"' in body
+    assert says in body
+    assert "delivered by" not in body and "доставлено циклом" not in body
