@@ -319,3 +319,17 @@ def test_a_pending_try_does_not_claim_to_be_delivered(client, prefix, says):
     assert 'data-feed-status="pending"' in body
     assert says in body
     assert "delivered by" not in body and "доставлено циклом" not in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "says"),
+    [
+        ("", "this site registers no service worker"),
+        ("/ru", "сайт не регистрирует Service Worker"),
+        ("/de", "registriert keinen Service Worker"),
+    ],
+)
+def test_the_service_worker_row_says_the_site_has_none_yet(client, prefix, says):
+    body = client.get(prefix + PAGE).content.decode()
+    assert says in body
+    assert "offline and caching policy" not in body
