@@ -333,3 +333,19 @@ def test_the_service_worker_row_says_the_site_has_none_yet(client, prefix, says)
     body = client.get(prefix + PAGE).content.decode()
     assert says in body
     assert "offline and caching policy" not in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "says", "not_any_more"),
+    [
+        ("", "always on a 720 px copy whatever the work size", "Both lanes of the demo"),
+        ("/ru", "всегда на копии размером 720 px", "Обе дорожки демо"),
+        ("/de", "immer auf einer 720-px-Kopie", "Beide Bahnen der Demo"),
+    ],
+)
+def test_the_page_says_the_server_lane_works_at_720_px_in_its_own_way(
+    client, prefix, says, not_any_more
+):
+    body = " ".join(client.get(prefix + PAGE).content.decode().split())
+    assert says in body
+    assert not_any_more not in body
