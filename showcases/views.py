@@ -80,12 +80,12 @@ def workers(request):
 @require_safe
 def queue(request):
     """The live queue: depth, loop status and the visitor's feed (polled by htmx)."""
-    return render(request, "showcases/workers.html#queue-live", _queue_context(request))
+    return render(request, "showcases/queue_live.html", _queue_context(request))
 
 
 def _try_refused(request, *, message: str, status: int, retry_after_seconds: int):
     if request.htmx:
-        template, context = "showcases/workers.html#queue-live", _queue_context(request)
+        template, context = "showcases/queue_live.html", _queue_context(request)
     else:
         # Without JavaScript the form posted the whole page away: answer with the page.
         template, context = "showcases/workers.html", _page_context(request)
@@ -130,7 +130,7 @@ def try_it(request):
     if not request.htmx:
         # Without JavaScript the form posts normally: queue it, then show the page again.
         return redirect(reverse("showcases:workers") + "#queue-worker")
-    return render(request, "showcases/workers.html#queue-live", _queue_context(request))
+    return render(request, "showcases/queue_live.html", _queue_context(request))
 
 
 # The multipart envelope around the image: boundaries, headers, the CSRF field.
