@@ -128,6 +128,10 @@ DELIVERY_CHANNELS = {
     "email": "notifications.channels.email.EmailChannel",
     "demo": "notifications.channels.demo.DemoChannel",
 }
+# The service worker (pwa/). 0 serves a worker that removes itself and the site's caches from
+# every browser that installed the real one: the way back if a deploy's worker misbehaves.
+SERVICE_WORKER_ENABLED = _env_bool("SERVICE_WORKER_ENABLED", default=True)
+
 # Bearer secret for /cron/drain; unset, the endpoint does not exist (404). A guessable
 # secret would let anyone drive the drain, so a short one stops start-up.
 CRON_SECRET = os.environ.get("CRON_SECRET", "").strip()
@@ -171,6 +175,7 @@ INSTALLED_APPS = [
     "v10r",
     "notifications",
     "showcases",
+    "pwa",
 ]
 
 MIDDLEWARE = [
@@ -205,6 +210,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "v10r.context_processors.languages",
+                "pwa.context_processors.service_worker",
             ],
         },
     },

@@ -2,6 +2,7 @@ from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.urls import include, path
 
+from pwa import urls as pwa_urls
 from v10r import views
 
 # English lives at the root; Russian and German under /ru/ and /de/. The admin is inside the
@@ -10,11 +11,13 @@ urlpatterns = [
     # Machine endpoints: no language prefix.
     path("", include("notifications.urls")),
     path("favicon.ico", views.favicon),
+    *pwa_urls.root,
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
     path("showcases/", include("showcases.urls")),
     path("admin/", admin.site.urls),
+    *pwa_urls.localised,
     prefix_default_language=False,
 )
 

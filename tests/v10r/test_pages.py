@@ -55,7 +55,7 @@ def test_the_home_page_speaks_the_language_of_its_url(client, prefix, language, 
     response = client.get(prefix + "/")
     assert response.status_code == 200
     body = response.content.decode()
-    assert f'<html lang="{language}">' in body
+    assert f'<html lang="{language}" ' in body
     assert f"<h1>{heading}</h1>" in body
     assert response["Content-Language"] == language
 

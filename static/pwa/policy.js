@@ -1,0 +1,101 @@
+// The service worker's decisions, as pure functions of plain values: which requests it answers
+// and how, which responses it may keep, which cached page stands in for a failed navigation.
+// No event, no cache, no network here, so Node's test runner can check every row
+// (tests/js/policy.test.mjs); /service-worker.js is the plumbing around it.
+//
+// A classic script, not a module: service workers load it with importScripts(), which every
+// browser supports, and it sets one global. Under Node it is a CommonJS module as well.
+"use strict";
+
+const V10rPolicy = (() => {
+  const CACHE_PREFIX = "v10r-";
+
+  // Django's ManifestStaticFilesStorage puts 12 hex digits of the file's MD5 before the
+  // extension: site.1a2b3c4d5e6f.css. Such a name never changes meaning, so it may be served
+  // from the cache forever; an unhashed name (DEBUG, or a file outside the manifest) may not.
+  const HASHED = /\.[0-9a-f]{12}\.[A-Za-z0-9]+$/;
+
+  // How the worker handles a request:
+  //   "cache-first" — a hashed static file: the cache, else the network (and keep it);
+  //   "navigate"    — a page being opened: always the network, the offline page if that fails;
+  //   "pass"        — not the worker's business: the browser fetches it as if no worker ran.
+  // request: { method, url, mode, headers } (a Request has them all).
+  // config: { origin, staticUrl: "/static/", languages: ["ru", "de"], offlinePath, never: [...] }
+  function strategy(request, config) {
+    if (request.method !== "GET") return "pass";
+    const url = new URL(request.url);
+    if (url.origin !== config.origin) return "pass";
+    // htmx asks for fragments of pages (the live queue): they are data, and must be fresh.
+    if (request.headers && request.headers.get("HX-Request")) return "pass";
+    if (config.never.some((prefix) => withoutLanguage(url.pathname, config).startsWith(prefix))) {
+      return "pass";
+    }
+    if (request.mode === "navigate") return "navigate";
+    if (url.pathname.startsWith(config.staticUrl)) {
+      // A query string this policy does not know could ask for anything: leave it alone.
+      if (url.search !== "") return "pass";
+      return HASHED.test(url.pathname) ? "cache-first" : "pass";
+    }
+    return "pass";
+  }
+
+  function isImmutable(pathname) {
+    return HASHED.test(pathname);
+  }
+
+  // Whether a network response may go into the cache: a complete 200 from this origin that
+  // carries no cookie and no instruction against storing it.
+  // response: { ok, status, type, redirected, headers }.
+  function mayCache(response) {
+    if (!response || !response.ok || response.status !== 200) return false;
+    if (response.type !== "basic" || response.redirected) return false;
+    const headers = response.headers;
+    if (headers.has("Set-Cookie")) return false;
+    const control = (headers.get("Cache-Control") || "").toLowerCase();
+    if (/(^|[\s,])(no-store|private)([\s,=]|$)/.test(control)) return false;
+    if ((headers.get("Vary") || "").trim() === "*") return false;
+    return true;
+  }
+
+  // The language prefix of a path, "" for English at the root.
+  function languageOf(pathname, config) {
+    const first = pathname.split("/")[1] || "";
+    return config.languages.includes(first) ? first : "";
+  }
+
+  function withoutLanguage(pathname, config) {
+    const language = languageOf(pathname, config);
+    return language ? pathname.slice(language.length + 1) || "/" : pathname;
+  }
+
+  // The offline page in the language of the page that could not be opened.
+  function offlinePathFor(url, config) {
+    const language = languageOf(new URL(url).pathname, config);
+    return language ? `/${language}${config.offlinePath}` : config.offlinePath;
+  }
+
+  function cacheName(version) {
+    return `${CACHE_PREFIX}${version}`;
+  }
+
+  // Caches this site made (any version), as opposed to whatever else shares the origin.
+  function isOurCache(name) {
+    return name.startsWith(CACHE_PREFIX);
+  }
+
+  // The messages a page may send the worker.
+  const MESSAGES = Object.freeze({ SKIP_WAITING: "SKIP_WAITING", FLUSH: "FLUSH" });
+
+  return Object.freeze({
+    strategy,
+    isImmutable,
+    mayCache,
+    offlinePathFor,
+    cacheName,
+    isOurCache,
+    MESSAGES,
+  });
+})();
+
+if (typeof self !== "undefined") self.V10rPolicy = V10rPolicy;
+if (typeof module === "object" && module.exports) module.exports = V10rPolicy;
