@@ -8,18 +8,22 @@ attention, and finished ones are deleted KEEP after they were queued.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
+from notifications import backoff
 from notifications.enqueue import send_notification
+from notifications.heartbeat import LoopState, LoopStatus
 from notifications.models import (
     DEMO_CHANNEL,
     DatabaseNow,
     Notification,
     NotificationDelivery,
+    ShownStatus,
     Status,
 )
 
@@ -76,14 +80,97 @@ def enqueue(*, label: str, fail: bool) -> Notification:
 
 
 def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
-    """The visitor's demo deliveries, newest first."""
+    """The visitor's demo deliveries, newest first, each with the database's clock (db_now)."""
     return list(
         NotificationDelivery.objects.filter(
             notification_id__in=notification_ids, channel=DEMO_CHANNEL
         )
+        .annotate(db_now=DatabaseNow())
         .select_related("notification")
         .order_by("-created_at", "-id")[:FEED_SIZE]
     )
+
+
+def about(value: timedelta) -> str:
+    """A wait as a visitor reads it: to the second under two minutes, else to the minute."""
+    from showcases.templatetags.showcases import duration
+
+    seconds = max(round(value.total_seconds()), 0)
+    if seconds >= 120:
+        seconds = round(seconds / 60) * 60
+    return duration(timedelta(seconds=seconds))
+
+
+def _reason(delivery: NotificationDelivery) -> str:
+    if delivery.error_code == "DEMO_FAILURE":
+        return _("as you asked, the demo channel refused it")
+    # Any other code comes from the queue itself (a lapsed lease, say): shown as it is stored.
+    return delivery.error_code or _("no reason recorded")
+
+
+def _next_look(loop: LoopStatus, now: datetime) -> str:
+    """When a pending row will be seen: the loop's next tick, or why nothing will see it."""
+    if loop.state == LoopState.DORMANT:
+        return _("This host keeps no loop running: the next cron run will send it.")
+    if loop.state == LoopState.STOPPED or loop.last_tick is None or loop.interval is None:
+        return _("No drain loop is running, so it waits until one starts.")
+    wait = loop.last_tick + loop.interval - now
+    if wait <= timedelta(seconds=1):
+        return _(
+            "The drain loop looks for due rows every %(interval)s; its next look is due now."
+        ) % {"interval": about(loop.interval)}
+    return _(
+        "The drain loop looks for due rows every %(interval)s; its next look is in about %(wait)s."
+    ) % {"interval": about(loop.interval), "wait": about(wait)}
+
+
+def explain(delivery: NotificationDelivery, *, loop: LoopStatus, max_attempts: int) -> str:
+    """One or two sentences under a feed row: what the row waits for, or what became of it.
+
+    delivery carries db_now (see feed()), so waits are measured on the clock that set them."""
+    now = delivery.db_now
+    sends = delivery.attempts - delivery.attempt_base
+    shown = delivery.shown_status
+    if shown == ShownStatus.PENDING:
+        if delivery.next_attempt_at > now + timedelta(seconds=1):
+            return _("Due in about %(wait)s.") % {"wait": about(delivery.next_attempt_at - now)}
+        return _next_look(loop, now)
+    if shown == ShownStatus.PROCESSING:
+        return _("A drain loop claimed it and is sending it now.")
+    if shown == ShownStatus.SENT:
+        return _("Delivered on send %(n)d.") % {"n": sends}
+    if shown == ShownStatus.FAILED:
+        return _("Failed for good on send %(n)d: %(reason)s.") % {
+            "n": sends,
+            "reason": _reason(delivery),
+        }
+    if shown == ShownStatus.DEAD:
+        return _("Given up after %(n)d failed sends: %(reason)s.") % {
+            "n": sends,
+            "reason": _reason(delivery),
+        }
+    # Retrying: say what failed, when the next send is, and when the budget runs out.
+    failed = _("Send %(n)d of %(max)d failed: %(reason)s.") % {
+        "n": sends,
+        "max": max_attempts,
+        "reason": _reason(delivery),
+    }
+    wait = max(delivery.next_attempt_at - now, timedelta(0))
+    # Should every send fail: the waits after sends n+1 … max-1 come after the next one.
+    rest = sum(
+        (backoff.base_delay(attempt=k) for k in range(sends + 1, max_attempts)), timedelta(0)
+    )
+    if wait <= timedelta(seconds=1):
+        then = _("The next send is due now, at the drain loop's next look.")
+    else:
+        then = _("The next send is in about %(wait)s.") % {"wait": about(wait)}
+    if not delivery.notification.message_params.get("fail"):
+        return f"{failed} {then}"
+    ends = _("Every send of it fails, so after send %(max)d, in about %(total)s, it is dead.") % {
+        "max": max_attempts,
+        "total": about(wait + rest),
+    }
+    return f"{failed} {then} {ends}"
 
 
 # Finished demo rows and their notifications, oldest first, a bounded number per call. Served

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django import template
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from notifications import catalogue
@@ -35,6 +36,14 @@ def rendered_message(context, delivery: NotificationDelivery) -> str:
     return catalogue.render_or_key(
         key=notification.message_key, params=notification.message_params, language=language
     ).body
+
+
+@register.simple_tag
+def feed_note(delivery: NotificationDelivery, loop) -> str:
+    """What a visitor's demo row waits for, or what became of it (queue_demo.explain)."""
+    from showcases import queue_demo
+
+    return queue_demo.explain(delivery, loop=loop, max_attempts=settings.DELIVERY_MAX_ATTEMPTS)
 
 
 @register.filter

@@ -1,0 +1,113 @@
+"""What a visitor reads under each of their demo rows: what it waits for, or what became of it."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import translation
+
+from notifications import worker
+from notifications.heartbeat import LoopState, LoopStatus
+from notifications.models import NotificationDelivery
+from showcases import queue_demo
+from tests.helpers import db_now, execute
+from v10r import platform
+
+pytestmark = pytest.mark.django_db
+
+SERVER = platform.PLATFORMS["container"]
+
+
+def loop(state=LoopState.RUNNING, *, ticked_ago: float = 5, interval: float = 15) -> LoopStatus:
+    if state != LoopState.RUNNING:
+        return LoopStatus(state, SERVER)
+    return LoopStatus(
+        state,
+        SERVER,
+        last_tick=db_now() - timedelta(seconds=ticked_ago),
+        host="web-1",
+        interval=timedelta(seconds=interval),
+    )
+
+
+def row(notification) -> NotificationDelivery:
+    (delivery,) = queue_demo.feed([str(notification.pk)])
+    return delivery
+
+
+def note(delivery, status: LoopStatus | None = None) -> str:
+    return queue_demo.explain(delivery, loop=status or loop(), max_attempts=5)
+
+
+def test_a_fresh_row_says_when_the_drain_loop_will_next_look():
+    delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
+    text = note(delivery, loop(ticked_ago=5, interval=15))
+    assert re.fullmatch(
+        r"The drain loop looks for due rows every 15 s; its next look is in about (9|10) s\.", text
+    )
+
+
+def test_a_fresh_row_without_a_loop_says_nothing_will_claim_it_yet():
+    delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
+    assert note(delivery, loop(LoopState.STOPPED)) == (
+        "No drain loop is running, so it waits until one starts."
+    )
+    assert "cron" in note(delivery, LoopStatus(LoopState.DORMANT, platform.PLATFORMS["vercel"]))
+
+
+def test_an_overdue_tick_is_due_now_not_a_negative_wait():
+    delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
+    assert note(delivery, loop(ticked_ago=30, interval=15)).endswith("its next look is due now.")
+
+
+def test_a_failing_row_shows_its_error_its_next_send_and_when_it_will_be_dead():
+    notification = queue_demo.enqueue(label="demo #1", fail=True)
+    worker.drain_once()
+    delivery = row(notification)
+    assert delivery.shown_status == "retrying"
+    text = note(delivery)
+    # The first wait is 30 s ± 15 %; should every send fail, 2 + 8 + 32 min follow it.
+    assert re.fullmatch(
+        r"Send 1 of 5 failed: as you asked, the demo channel refused it\. "
+        r"The next send is in about (2[5-9]|3[0-4]) s\. "
+        r"Every send of it fails, so after send 5, in about 4[23] min, it is dead\.",
+        text,
+    ), text
+
+
+def test_a_row_whose_next_send_is_due_says_so():
+    notification = queue_demo.enqueue(label="demo #1", fail=True)
+    worker.drain_once()
+    execute(
+        "UPDATE notifications.notification_deliveries SET next_attempt_at = now()"
+        " WHERE notification_id = %s",
+        [notification.pk],
+    )
+    assert "The next send is due now, at the drain loop's next look." in note(row(notification))
+
+
+def test_a_delivered_row_and_a_dead_row_say_how_they_ended():
+    sent = queue_demo.enqueue(label="demo #1", fail=False)
+    dead = queue_demo.enqueue(label="demo #2", fail=True)
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempts = 4, attempt_base = 0"
+        " WHERE notification_id = %s",
+        [dead.pk],
+    )
+    worker.drain_once()
+    assert note(row(sent)) == "Delivered on send 1."
+    assert row(dead).shown_status == "dead"
+    assert note(row(dead)) == (
+        "Given up after 5 failed sends: as you asked, the demo channel refused it."
+    )
+
+
+def test_the_note_is_in_the_visitors_language():
+    notification = queue_demo.enqueue(label="demo #1", fail=True)
+    worker.drain_once()
+    with translation.override("ru"):
+        text = note(row(notification))
+    assert text.startswith("Отправка 1 из 5 не удалась"), text
+    assert "мин" in text
