@@ -14,7 +14,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m pwa.icons --check
 
 # Benchmarks, not tests: numbers to read, on DATABASE_URL's server or the embedded one.
 bench: $(VENV)/.installed
