@@ -7,6 +7,7 @@ schema-qualified name without touching search_path, which PgBouncer would not ke
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import models
@@ -97,7 +98,8 @@ class Notification(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.type} for {self.user_id}"
+        # Words-free, like a delivery's: the type, and the recipient's user id.
+        return f"{self.type} → #{self.user_id}"
 
 
 class DeliveryQuerySet(models.QuerySet):
@@ -244,7 +246,9 @@ class NotificationDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.channel} delivery {self.pk} ({self.status})"
+        # No words and no status: the admin's history stores this once, at the time of the
+        # change, for staff reading it later in any language and after the status has moved.
+        return f"#{self.pk} · {self.channel}"
 
     @property
     def shown_status(self) -> ShownStatus:
@@ -334,3 +338,29 @@ class DrainHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return self.worker
+
+
+# Where pruning's walks start when nothing has been pruned yet: before any row.
+_BEFORE_ANY_ROW = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class OutboxRetention(models.Model):
+    """Pruning's state, one row (id 1): where each walk has got to, the run under way, the
+    last run's report. Written only by notifications/retention.py, in raw SQL."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    sent_after_at = models.DateTimeField(db_default=models.Value(_BEFORE_ANY_ROW))
+    sent_after_id = models.BigIntegerField(db_default=0)
+    finished_after_at = models.DateTimeField(db_default=models.Value(_BEFORE_ANY_ROW))
+    finished_after_id = models.BigIntegerField(db_default=0)
+    running_since = models.DateTimeField(null=True)
+    last_started_at = models.DateTimeField(null=True)
+    last_finished_at = models.DateTimeField(null=True)
+    last_report = models.JSONField(db_default=models.Value("{}", models.JSONField()))
+
+    class Meta:
+        db_table = 'notifications"."outbox_retention'
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="outbox_retention_one_row")]
+
+    def __str__(self) -> str:
+        return f"retention: last finished {self.last_finished_at}"

@@ -1,5 +1,6 @@
 """Deleting what the site leaves behind: expired rate-limit windows and sessions, finished
-demo notifications.
+demo notifications, and old finished deliveries (notifications/retention.py, a slice of
+PRUNE_SECONDS each time; `manage.py prune_outbox` runs it whole).
 
 Nothing here needs a scheduler of its own: the drain loop runs it on idle ticks (at most once
 every EVERY), the cron trigger after a drain that emptied the queue, and `manage.py
@@ -17,6 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from notifications import retention
 from showcases import queue_demo
 from v10r import ratelimit
 
@@ -27,6 +29,9 @@ ROUNDS = 10
 BATCH = 1000
 # Longer than the longest rate-limit window the site uses (the admin login's quarter hour).
 WINDOWS_OLDER_THAN = timedelta(hours=1)
+# How long one housekeeping run may spend pruning the outbox: the drain loop's idle tick must
+# stay short. A backlog is worked off a slice a minute, from where the last slice stopped.
+PRUNE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class Tidied:
     rate_limit_windows: int
     sessions: int
     demo_notifications: int
+    deliveries_pruned: int
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -48,7 +54,17 @@ def run() -> Tidied:
         ),
         sessions=_repeat("sessions", _prune_sessions),
         demo_notifications=_repeat("demo notifications", lambda: queue_demo.prune(limit=BATCH)),
+        deliveries_pruned=_prune_outbox(),
     )
+
+
+def _prune_outbox() -> int:
+    try:
+        pruned = retention.prune(retention.Policy.from_settings(max_seconds=PRUNE_SECONDS))
+    except DatabaseError:
+        logger.exception("housekeeping: pruning the outbox failed")
+        return 0
+    return pruned.deliveries
 
 
 def _repeat(what: str, delete) -> int:

@@ -128,6 +128,18 @@ DELIVERY_CHANNELS = {
     "email": "notifications.channels.email.EmailChannel",
     "demo": "notifications.channels.demo.DemoChannel",
 }
+# Retention (notifications/retention.py, manage.py prune_outbox, and the drain loop's idle
+# ticks): finished deliveries are deleted once queued this many days ago.
+OUTBOX_KEEP_SENT_DAYS = _env_int("OUTBOX_KEEP_SENT_DAYS", default=30, minimum=1)
+OUTBOX_KEEP_FINISHED_DAYS = _env_int("OUTBOX_KEEP_FINISHED_DAYS", default=90, minimum=1)
+if OUTBOX_KEEP_FINISHED_DAYS < OUTBOX_KEEP_SENT_DAYS:
+    raise ImproperlyConfigured(
+        f"OUTBOX_KEEP_FINISHED_DAYS={OUTBOX_KEEP_FINISHED_DAYS} is shorter than "
+        f"OUTBOX_KEEP_SENT_DAYS={OUTBOX_KEEP_SENT_DAYS}; failed and dead deliveries are kept "
+        "at least as long as sent ones."
+    )
+OUTBOX_PRUNE_BATCH = _env_int("OUTBOX_PRUNE_BATCH", default=1000, minimum=1)
+
 # The service worker (pwa/). 0 serves a worker that removes itself and the site's caches from
 # every browser that installed the real one: the way back if a deploy's worker misbehaves.
 SERVICE_WORKER_ENABLED = _env_bool("SERVICE_WORKER_ENABLED", default=True)

@@ -60,7 +60,12 @@ def leftovers(django_user_model):
 
 def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftovers):
     tidied = housekeeping.run()
-    assert tidied.as_dict() == {"rate_limit_windows": 1, "sessions": 1, "demo_notifications": 1}
+    assert tidied.as_dict() == {
+        "rate_limit_windows": 1,
+        "sessions": 1,
+        "demo_notifications": 1,
+        "deliveries_pruned": 0,
+    }
     with connection.cursor() as cursor:
         cursor.execute("SELECT key FROM v10r_rate_limit_windows")
         assert cursor.fetchall() == [("fresh",)]
@@ -74,6 +79,7 @@ def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftov
         "rate_limit_windows": 0,
         "sessions": 0,
         "demo_notifications": 0,
+        "deliveries_pruned": 0,
     }
 
 
@@ -98,7 +104,7 @@ def test_a_running_drain_loop_tidies_up_on_its_idle_ticks(leftovers, smtp_server
 def test_the_housekeeping_command_reports_what_it_deleted(leftovers, capsys):
     call_command("housekeeping")
     assert capsys.readouterr().out.strip() == (
-        "rate_limit_windows=1 sessions=1 demo_notifications=1"
+        "rate_limit_windows=1 sessions=1 demo_notifications=1 deliveries_pruned=0"
     )
 
 
@@ -151,5 +157,23 @@ def test_one_kind_failing_does_not_stop_the_others(leftovers, monkeypatch, caplo
 
     monkeypatch.setattr(queue_demo, "prune", broken)
     tidied = housekeeping.run()
-    assert tidied.as_dict() == {"rate_limit_windows": 1, "sessions": 1, "demo_notifications": 0}
+    assert tidied.as_dict() == {
+        "rate_limit_windows": 1,
+        "sessions": 1,
+        "demo_notifications": 0,
+        "deliveries_pruned": 0,
+    }
     assert "deleting demo notifications failed" in caplog.text
+
+
+def test_housekeeping_prunes_old_finished_deliveries_a_slice_at_a_time(db, django_user_model):
+    user = django_user_model.objects.create_user("reader")
+    old = make_deliveries(user, 5, channel="email")
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'sent',"
+        " created_at = now() - interval '31 days' WHERE id = ANY(%s)",
+        [old],
+    )
+    young = make_deliveries(user, 1, channel="email")
+    assert housekeeping.run().deliveries_pruned == 5
+    assert list(NotificationDelivery.objects.values_list("pk", flat=True)) == young

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import threading
@@ -13,25 +12,11 @@ from django.db import DatabaseError
 from notifications import heartbeat
 from notifications.checks import lease_problem
 from notifications.drain import Policy
+from notifications.management.arguments import bounded
 from notifications.worker import Worker
 from showcases import palette
 
 logger = logging.getLogger("notifications.drain_outbox")
-
-
-def _bounded(kind, *, low, high=None):
-    def parse(text: str):
-        noun = "a whole number" if kind is int else "a number"
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-        if not value >= low or (high is not None and value > high):
-            limit = f"from {low} to {high}" if high is not None else f"at least {low}"
-            raise argparse.ArgumentTypeError(f"{text} is out of range; use {noun} {limit}")
-        return value
-
-    return parse
 
 
 class Command(BaseCommand):
@@ -45,26 +30,26 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Drain one batch and exit.")
         parser.add_argument(
             "--batch-size",
-            type=_bounded(int, low=1, high=10_000),
+            type=bounded(int, low=1, high=10_000),
             default=settings.DELIVERY_BATCH_SIZE,
             help="Deliveries claimed per batch (default %(default)s).",
         )
         parser.add_argument(
             "--interval",
-            type=_bounded(float, low=0.1, high=86_400),
+            type=bounded(float, low=0.1, high=86_400),
             default=settings.DELIVERY_INTERVAL_SECONDS,
             help="Seconds between ticks (default %(default)s).",
         )
         parser.add_argument(
             "--lease",
-            type=_bounded(float, low=1, high=86_400),
+            type=bounded(float, low=1, high=86_400),
             default=settings.DELIVERY_LEASE_SECONDS,
             help="Seconds a claimed row may stay processing before the reaper requeues it "
             "(default %(default)s).",
         )
         parser.add_argument(
             "--concurrency",
-            type=_bounded(int, low=1, high=64),
+            type=bounded(int, low=1, high=64),
             default=settings.DELIVERY_CONCURRENCY,
             help="Sends of one batch in flight at once (default %(default)s).",
         )

@@ -1,0 +1,326 @@
+"""Retention: deleting finished deliveries once they are old, and notifications left with none.
+
+The deliveries table only grows otherwise: every sent row is kept forever. Two walks go
+through it from the oldest row, in (created_at, id) order on the deliveries_recent index,
+each with a cursor kept in the database (the outbox_retention row), so no row is looked at twice:
+
+- the *sent* walk deletes sent rows queued more than OUTBOX_KEEP_SENT_DAYS ago;
+- the *finished* walk, OUTBOX_KEEP_FINISHED_DAYS behind (the longer), deletes every finished
+  row (sent, failed, dead) queued before that: failed and dead rows, and the rare row that was
+  still unfinished when the sent walk passed it (a dead row a staff member retried later).
+
+A pending or processing row is never deleted, however old. A notification goes with its last
+delivery, in the same transaction; notifications that never had one are swept once they are
+as old as the finished walk's horizon.
+
+Each batch is one transaction of at most `batch` rows, locked with SKIP LOCKED (a row a
+drain holds is left for a later walk), followed by a pause, so pruning never holds many
+locks at once nor writes WAL in a burst. It is safe beside running drains: a row that is
+claimed, retried or sent meanwhile is either locked (skipped) or re-checked under the lock,
+and only a finished row is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+
+FINISHED = ("sent", "failed", "dead")
+# A run that has not finished after this long is taken to have died (a killed process): the
+# next run may start.
+STALE_RUN = timedelta(minutes=15)
+
+# One run at a time: the one whose UPDATE finds no other running (or only a stale one) goes on,
+# with the walks' cursors. A row, not a lock held across the run: pruning keeps no transaction
+# open between batches, and works through PgBouncer.
+ENSURE_SQL = "INSERT INTO notifications.outbox_retention (id) VALUES (1) ON CONFLICT DO NOTHING"
+CLAIM_SQL = """
+UPDATE notifications.outbox_retention
+SET running_since = now(), last_started_at = now()
+WHERE id = 1
+  AND (running_since IS NULL OR running_since < now() - make_interval(secs => %(stale)s))
+RETURNING now(), sent_after_at, sent_after_id, finished_after_at, finished_after_id
+""".strip()
+
+RUNNING_SQL = "SELECT running_since FROM notifications.outbox_retention WHERE id = 1"
+
+MOVE_SQL = {
+    name: f"""
+UPDATE notifications.outbox_retention
+SET {name}_after_at = %(at)s, {name}_after_id = %(id)s
+WHERE id = 1
+""".strip()
+    for name in ("sent", "finished")
+}
+
+RELEASE_SQL = """
+UPDATE notifications.outbox_retention
+SET running_since = NULL, last_finished_at = now(), last_report = %(report)s::jsonb
+WHERE id = 1
+""".strip()
+
+# One batch of a walk: the next `limit` rows after the cursor (by the deliveries_recent index)
+# queued before the horizon, and of those, the ones in `statuses`, deleted. FOR UPDATE
+# re-checks status on the row as it is now: a row retried since the chunk was read is pending
+# and stays.
+WALK_SQL = """
+WITH chunk AS MATERIALIZED (
+    SELECT id, created_at
+    FROM notifications.notification_deliveries
+    WHERE (created_at, id) > (%(after_at)s, %(after_id)s)
+      AND created_at < %(before)s
+    ORDER BY created_at, id
+    LIMIT %(limit)s
+),
+doomed AS (
+    SELECT d.id
+    FROM notifications.notification_deliveries AS d
+    JOIN chunk USING (id)
+    WHERE d.status = ANY(%(statuses)s)
+    FOR UPDATE OF d SKIP LOCKED
+),
+gone AS (
+    DELETE FROM notifications.notification_deliveries AS d
+    USING doomed
+    WHERE d.id = doomed.id
+    RETURNING d.notification_id, d.status
+)
+SELECT
+    (SELECT count(*) FROM chunk) AS "scanned",
+    (SELECT created_at FROM chunk ORDER BY created_at DESC, id DESC LIMIT 1) AS "last_at",
+    (SELECT id FROM chunk ORDER BY created_at DESC, id DESC LIMIT 1) AS "last_id",
+    (SELECT count(*) FROM gone WHERE status = 'sent') AS "sent",
+    (SELECT count(*) FROM gone WHERE status <> 'sent') AS "finished",
+    (SELECT coalesce(array_agg(DISTINCT notification_id), '{}') FROM gone) AS "notifications"
+""".strip()
+
+# In the same transaction as the batch: the notifications whose last delivery it deleted.
+ORPHANED_SQL = """
+DELETE FROM notifications.notifications AS n
+WHERE n.id = ANY(%(ids)s)
+  AND NOT EXISTS (
+      SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
+  )
+""".strip()
+
+# Notifications that never had a delivery (queued with no channel a user could be reached
+# on), oldest first, once they are older than the finished horizon.
+EMPTY_SQL = """
+WITH empty AS MATERIALIZED (
+    SELECT n.id
+    FROM notifications.notifications AS n
+    WHERE n.created_at < %(before)s
+      AND NOT EXISTS (
+          SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
+      )
+    ORDER BY n.created_at
+    LIMIT %(limit)s
+    FOR UPDATE OF n SKIP LOCKED
+)
+DELETE FROM notifications.notifications AS n USING empty WHERE n.id = empty.id
+""".strip()
+
+# For --dry-run: what the walks would delete now, counted (not estimated).
+DUE_SQL = """
+SELECT
+    count(*) FILTER (WHERE status = 'sent' AND created_at < %(sent_before)s) AS "sent",
+    count(*) FILTER (
+        WHERE status IN ('failed', 'dead') AND created_at < %(finished_before)s
+    ) AS "finished"
+FROM notifications.notification_deliveries
+WHERE created_at < greatest(%(sent_before)s, %(finished_before)s)
+  AND status IN ('sent', 'failed', 'dead')
+""".strip()
+
+EMPTY_DUE_SQL = """
+SELECT count(*)
+FROM notifications.notifications AS n
+WHERE n.created_at < %(before)s
+  AND NOT EXISTS (
+      SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
+  )
+""".strip()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How old a finished row may get, and how pruning paces itself."""
+
+    keep_sent: timedelta
+    keep_finished: timedelta
+    batch: int = 1000
+    pause: float = 0.05  # seconds between batches
+    max_seconds: float | None = None  # stop a run after this long (the drain loop's slice)
+
+    def __post_init__(self) -> None:
+        if self.keep_sent <= timedelta(0) or self.keep_finished <= timedelta(0):
+            raise ValueError("retention periods must be positive")
+        if self.keep_finished < self.keep_sent:
+            raise ValueError(
+                "finished rows are kept at least as long as sent ones "
+                f"({self.keep_finished.days} < {self.keep_sent.days} days)"
+            )
+        if not 1 <= self.batch <= 100_000:
+            raise ValueError(f"batch must be between 1 and 100000, not {self.batch}")
+        if self.pause < 0:
+            raise ValueError("pause must not be negative")
+
+    @classmethod
+    def from_settings(cls, **changes) -> Policy:
+        values = {
+            "keep_sent": timedelta(days=settings.OUTBOX_KEEP_SENT_DAYS),
+            "keep_finished": timedelta(days=settings.OUTBOX_KEEP_FINISHED_DAYS),
+            "batch": settings.OUTBOX_PRUNE_BATCH,
+        }
+        values.update({key: value for key, value in changes.items() if value is not None})
+        return cls(**values)
+
+
+@dataclass
+class Pruned:
+    """What one run deleted, how many batches it took, and whether it reached the horizon."""
+
+    sent: int = 0
+    finished: int = 0
+    notifications: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    complete: bool = False  # both walks reached their horizon: nothing more is due now
+    longest_batch_seconds: float = 0.0
+    skipped: bool = False  # another run was under way: this one did nothing
+    other_started_at: datetime | None = None
+
+    @property
+    def deliveries(self) -> int:
+        return self.sent + self.finished
+
+    def as_dict(self) -> dict:
+        report = {**asdict(self), "deliveries": self.deliveries}
+        report.pop("other_started_at")
+        return report
+
+
+def due(policy: Policy) -> dict[str, int]:
+    """Count what pruning would delete now (for --dry-run)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        (now,) = cursor.fetchone()
+        sent_before, finished_before = now - policy.keep_sent, now - policy.keep_finished
+        cursor.execute(DUE_SQL, {"sent_before": sent_before, "finished_before": finished_before})
+        sent, finished = cursor.fetchone()
+        cursor.execute(EMPTY_DUE_SQL, {"before": finished_before})
+        (empty,) = cursor.fetchone()
+    return {"sent": sent, "finished": finished, "empty_notifications": empty}
+
+
+def prune(policy: Policy) -> Pruned:
+    """Walk both cursors toward their horizons, batch by batch, until done or out of time."""
+    started = time.monotonic()
+    result = Pruned()
+    with connection.cursor() as cursor:
+        cursor.execute(ENSURE_SQL)
+        cursor.execute(CLAIM_SQL, {"stale": STALE_RUN.total_seconds()})
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(RUNNING_SQL)
+            return Pruned(skipped=True, other_started_at=cursor.fetchone()[0])
+    now, sent_at, sent_id, finished_at, finished_id = row
+    walks = [
+        Walk("sent", now - policy.keep_sent, ("sent",), sent_at, sent_id),
+        Walk("finished", now - policy.keep_finished, FINISHED, finished_at, finished_id),
+    ]
+    out_of_time = False
+    try:
+        for walk in walks:
+            while not out_of_time:
+                scanned = _batch(walk, policy, result)
+                if scanned < policy.batch:
+                    break  # the walk reached its horizon
+                out_of_time = _out_of_time(policy, started)
+                if not out_of_time and policy.pause:
+                    time.sleep(policy.pause)
+        if not out_of_time:
+            with connection.cursor() as cursor:
+                cursor.execute(EMPTY_SQL, {"before": walks[1].before, "limit": policy.batch})
+                result.notifications += cursor.rowcount
+        result.complete = not out_of_time
+    finally:
+        result.seconds = round(time.monotonic() - started, 3)
+        with connection.cursor() as cursor:
+            cursor.execute(RELEASE_SQL, {"report": json.dumps(result.as_dict())})
+    return result
+
+
+@dataclass
+class Walk:
+    """One walk: what it deletes, up to where, and the (created_at, id) it has passed."""
+
+    name: str
+    before: datetime
+    statuses: tuple[str, ...]
+    after_at: datetime
+    after_id: int
+
+
+def _batch(walk: Walk, policy: Policy, result: Pruned) -> int:
+    began = time.monotonic()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            WALK_SQL,
+            {
+                "after_at": walk.after_at,
+                "after_id": walk.after_id,
+                "before": walk.before,
+                "limit": policy.batch,
+                "statuses": list(walk.statuses),
+            },
+        )
+        scanned, last_at, last_id, sent, finished, notification_ids = cursor.fetchone()
+        if notification_ids:
+            cursor.execute(ORPHANED_SQL, {"ids": notification_ids})
+            result.notifications += cursor.rowcount
+        if scanned:
+            # In the batch's transaction: the cursor moves exactly when the deletes commit.
+            cursor.execute(MOVE_SQL[walk.name], {"at": last_at, "id": last_id})
+            walk.after_at, walk.after_id = last_at, last_id
+    result.sent += sent
+    result.finished += finished
+    result.batches += 1
+    result.longest_batch_seconds = max(
+        result.longest_batch_seconds, round(time.monotonic() - began, 4)
+    )
+    return scanned
+
+
+def _out_of_time(policy: Policy, started: float) -> bool:
+    return policy.max_seconds is not None and time.monotonic() - started >= policy.max_seconds
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """What the dashboard shows of pruning: when it last ran, and what it deleted."""
+
+    started_at: datetime | None
+    finished_at: datetime | None
+    running_since: datetime | None
+    report: dict
+
+
+def last_run() -> LastRun | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT last_started_at, last_finished_at, running_since, last_report"
+            " FROM notifications.outbox_retention WHERE id = 1"
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    started_at, finished_at, running_since, report = row
+    # Django has psycopg hand jsonb over as text (its JSONField decodes it).
+    report = json.loads(report) if isinstance(report, str) else report
+    return LastRun(started_at, finished_at, running_since, report)

@@ -1,0 +1,243 @@
+"""prune_outbox and notifications/retention.py: what goes, what stays, in bounded batches,
+beside a running drain."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from notifications import retention
+from notifications.models import Notification, NotificationDelivery, Status
+from tests.helpers import (
+    database_url,
+    execute,
+    finish,
+    make_deliveries,
+    poll,
+    start_drain,
+    stop,
+)
+
+DAYS_30 = timedelta(days=30)
+DAYS_90 = timedelta(days=90)
+
+
+def policy(**changes) -> retention.Policy:
+    return retention.Policy(
+        **{"keep_sent": DAYS_30, "keep_finished": DAYS_90, "pause": 0, **changes}
+    )
+
+
+def age(ids, *, days: float) -> None:
+    """Backdate deliveries (and their notifications) as if queued days ago."""
+    execute(
+        "UPDATE notifications.notification_deliveries"
+        " SET created_at = now() - make_interval(secs => %s) WHERE id = ANY(%s)",
+        [days * 86400, list(ids)],
+    )
+    execute(
+        "UPDATE notifications.notifications SET created_at = now() - make_interval(secs => %s)"
+        " WHERE id IN (SELECT notification_id FROM notifications.notification_deliveries"
+        " WHERE id = ANY(%s))",
+        [days * 86400, list(ids)],
+    )
+
+
+def set_status(ids, status: str) -> None:
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = %s,"
+        " attempts = CASE WHEN %s = 'processing' THEN 1 ELSE attempts END,"
+        " attempted_at = now() WHERE id = ANY(%s)",
+        [status, status, list(ids)],
+    )
+
+
+def remaining(ids) -> set[int]:
+    return set(NotificationDelivery.objects.filter(id__in=ids).values_list("id", flat=True))
+
+
+@pytest.fixture
+def rows(db, user):
+    """Deliveries of every state at every age that matters."""
+    made = {}
+    for name, status, days in [
+        ("sent_old", "sent", 31),
+        ("sent_young", "sent", 29),
+        ("failed_between", "failed", 60),
+        ("dead_between", "dead", 60),
+        ("failed_old", "failed", 91),
+        ("dead_old", "dead", 91),
+        ("pending_ancient", "pending", 400),
+        ("processing_ancient", "processing", 400),
+    ]:
+        ids = make_deliveries(user, 3, channel="email")
+        if status in {"failed", "dead"}:
+            finish(ids, status=status)
+        elif status != "pending":
+            set_status(ids, status)
+        age(ids, days=days)
+        made[name] = ids
+    return made
+
+
+def test_old_finished_rows_go_and_everything_else_stays(rows):
+    pruned = retention.prune(policy(batch=4))
+    gone = {"sent_old", "failed_old", "dead_old"}
+    for name, ids in rows.items():
+        assert remaining(ids) == (set() if name in gone else set(ids)), name
+    assert (pruned.sent, pruned.finished) == (3, 6)
+    assert pruned.complete
+    # A notification goes with its last delivery; the others keep theirs.
+    kept = set(Notification.objects.values_list("deliveries__id", flat=True))
+    assert kept == set().union(*(set(ids) for n, ids in rows.items() if n not in gone))
+    assert pruned.notifications == 9
+
+
+def test_batches_are_bounded_and_the_cursor_is_kept_between_runs(rows):
+    first = retention.prune(policy(batch=2))
+    # 24 rows under the sent horizon's 29 days … every batch looks at two rows.
+    assert first.batches >= 12
+    assert first.longest_batch_seconds < 5
+    second = retention.prune(policy(batch=2))
+    # Nothing new behind either horizon: each walk reads one short batch and stops.
+    assert second.batches == 2
+    assert second.deliveries == 0
+
+
+def test_a_notification_keeps_its_delivery_on_another_channel(db, user):
+    (old,) = make_deliveries(user, 1, channel="email")
+    notification = NotificationDelivery.objects.get(pk=old).notification
+    other = NotificationDelivery.objects.create(notification=notification, channel="demo")
+    set_status([old], "sent")
+    age([old], days=40)
+    retention.prune(policy())
+    assert not NotificationDelivery.objects.filter(pk=old).exists()
+    assert Notification.objects.filter(pk=notification.pk).exists()
+    assert NotificationDelivery.objects.filter(pk=other.pk).exists()
+
+
+def test_a_dead_row_retried_after_the_sent_walk_passed_is_pruned_by_the_finished_walk(db, user):
+    ids = make_deliveries(user, 2, channel="email")
+    finish(ids, status="dead")
+    age(ids, days=95)
+    # The finished walk has not reached them yet (a long keep), the sent walk passes them.
+    retention.prune(policy(keep_sent=timedelta(days=1), keep_finished=timedelta(days=100)))
+    assert remaining(ids) == set(ids)
+    # A staff member retries one; it is sent later, behind the sent walk's cursor.
+    set_status(ids[:1], "sent")
+    retention.prune(policy(keep_sent=timedelta(days=1), keep_finished=timedelta(days=100)))
+    assert remaining(ids) == set(ids)
+    retention.prune(policy(keep_sent=timedelta(days=1), keep_finished=timedelta(days=90)))
+    assert remaining(ids) == set()
+
+
+def test_notifications_that_never_had_a_delivery_are_swept_when_old(db, user):
+    empty_old = Notification.objects.create(user=user, type="t", message_key="queue.demo")
+    empty_young = Notification.objects.create(user=user, type="t", message_key="queue.demo")
+    execute(
+        "UPDATE notifications.notifications SET created_at = now() - interval '100 days'"
+        " WHERE id = %s",
+        [empty_old.pk],
+    )
+    assert retention.due(policy())["empty_notifications"] == 1
+    retention.prune(policy())
+    assert list(Notification.objects.values_list("pk", flat=True)) == [empty_young.pk]
+
+
+def test_one_run_at_a_time_and_a_dead_run_is_taken_over(rows):
+    execute(
+        "INSERT INTO notifications.outbox_retention (id, running_since) VALUES (1, now())"
+        " ON CONFLICT (id) DO UPDATE SET running_since = now()"
+    )
+    busy = retention.prune(policy())
+    assert busy.skipped and busy.other_started_at is not None
+    assert remaining(rows["sent_old"]) == set(rows["sent_old"])
+    execute("UPDATE notifications.outbox_retention SET running_since = now() - interval '1 hour'")
+    assert not retention.prune(policy()).skipped
+    assert remaining(rows["sent_old"]) == set()
+
+
+def test_the_last_run_is_recorded(rows):
+    pruned = retention.prune(policy())
+    last = retention.last_run()
+    assert last.finished_at is not None and last.running_since is None
+    assert last.report["deliveries"] == pruned.deliveries == 9
+
+
+def test_dry_run_counts_and_deletes_nothing(rows, capsys):
+    call_command("prune_outbox", "--dry-run", "--sent-days", "30", "--finished-days", "90")
+    out = capsys.readouterr().out
+    assert "Due: 3 sent deliveries older than 30 days, 6 failed or dead older than 90 days" in out
+    assert NotificationDelivery.objects.count() == 24
+
+
+def test_the_command_prunes_and_reports(rows, capsys):
+    call_command("prune_outbox", "--sent-days", "30", "--finished-days", "90", "--batch", "5")
+    report = json.loads(capsys.readouterr().out)
+    assert (report["sent"], report["finished"], report["complete"]) == (3, 6, True)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sent-days", "0"], "0 is out of range"),
+        (["--batch", "many"], "'many' is not a whole number"),
+        (["--pause", "-1"], "-1 is out of range"),
+        (["--sent-days", "100", "--finished-days", "30"], "at least as long as sent ones"),
+    ],
+)
+def test_bad_options_are_refused_with_a_reason(db, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("prune_outbox", *args)
+
+
+def test_pruning_beside_a_running_drain_loses_nothing_in_flight(
+    transactional_db, user, smtp_server
+):
+    """Old pending rows being drained while prune runs in a loop with a one-day keep: every
+    one is delivered exactly once (a sent row may then go), and the old sent rows go."""
+    in_flight = make_deliveries(user, 1500, channel="email")
+    age(in_flight, days=40)
+    done_before = make_deliveries(user, 1500, channel="email")
+    set_status(done_before, "sent")
+    age(done_before, days=40)
+    stop_pruning = threading.Event()
+    runs = []
+
+    def keep_pruning():
+        from django.db import connection
+
+        try:
+            while not stop_pruning.is_set():
+                runs.append(retention.prune(policy(keep_sent=timedelta(days=1), batch=100)))
+        finally:
+            connection.close()
+
+    pruner = threading.Thread(target=keep_pruning)
+    drain = start_drain("--batch-size", "50", url=database_url(), smtp_port=smtp_server.port)
+    pruner.start()
+    try:
+        delivered = poll(
+            lambda: len(smtp_server.mailbox.message_ids()) >= 1500, seconds=180, every=0.5
+        )
+    finally:
+        stop_pruning.set()
+        pruner.join(60)
+        code, output = stop(drain)
+    assert delivered, output[-2000:]
+    assert code == 0, output[-2000:]
+    received = smtp_server.mailbox.message_ids()
+    assert {int(m.split("-")[1].split("@")[0]) for m in received} == set(in_flight)
+    assert set(received.values()) == {1}, "each sent exactly once"
+    retention.prune(policy(keep_sent=timedelta(days=1)))
+    assert remaining(done_before) == set()
+    assert (
+        not NotificationDelivery.objects.exclude(status=Status.SENT)
+        .filter(id__in=in_flight)
+        .exists()
+    )
+    assert sum(run.deliveries for run in runs) > 0, "the pruner ran while the drain did"
