@@ -19,7 +19,7 @@ import logging
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -59,6 +59,8 @@ class Policy:
         return replace(self, **{name: v for name, v in changes.items() if v is not None})
 
 
+# The Report fields only the metrics read (too long, or too fine, for a heartbeat or a log).
+METRICS_ONLY = ("by_channel", "claim_seconds", "write_seconds")
 # The Report fields that count rows, in the order the log line shows them.
 COUNTS = ("reaped", "claimed", "sent", "retrying", "failed", "dead", "fenced_off", "released")
 
@@ -77,15 +79,30 @@ class Report:
     # The batch, or its demo lane, came back full, so more rows may be due: a loop should not
     # wait for its tick.
     more_due: bool = False
+    # For the metrics (notifications/metrics.py): outcomes per channel, {channel: {sent: n,
+    # retrying: n, failed: n, dead: n}}, and how long the claim and each write took.
+    by_channel: dict[str, dict[str, int]] = field(default_factory=dict)
+    claim_seconds: list[float] = field(default_factory=list)
+    write_seconds: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int | bool]:
-        return asdict(self)
+        """The counts, for the heartbeat, the cron trigger's answer and the log."""
+        report = asdict(self)
+        for name in METRICS_ONLY:
+            del report[name]
+        return report
 
     def add(self, other: Report) -> None:
         """Count other's rows into this report (several batches of one cron request)."""
         for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.more_due = other.more_due
+        for channel, outcomes in other.by_channel.items():
+            mine = self.by_channel.setdefault(channel, {})
+            for outcome, count in outcomes.items():
+                mine[outcome] = mine.get(outcome, 0) + count
+        self.claim_seconds += other.claim_seconds
+        self.write_seconds += other.write_seconds
 
     def line(self) -> str:
         if self.skipped:
@@ -111,7 +128,7 @@ def drain(
     lease, max_attempts = policy.lease, policy.max_attempts
     report = Report()
     if unwritten:
-        _tally(report, list(unwritten), outbox.write_outcomes(unwritten))
+        _tally(report, list(unwritten), _timed_write(report, unwritten))
         unwritten.clear()
 
     if reap:
@@ -119,7 +136,9 @@ def drain(
     # A demo send takes most of a second on purpose (notifications/channels/demo.py): at most
     # one round of them per batch, so the next batch, and any real row in it, is not held up.
     demo_batch_size = min(concurrency, batch_size)
+    began = time.perf_counter()
     claimed = outbox.claim(batch_size=batch_size, demo_batch_size=demo_batch_size)
+    report.claim_seconds.append(time.perf_counter() - began)
     report.claimed = len(claimed)
     demo_claimed = sum(1 for d in claimed if d.channel == DEMO_CHANNEL)
     report.more_due = len(claimed) >= batch_size or 0 < demo_batch_size <= demo_claimed
@@ -180,7 +199,7 @@ class _Writer:
         batch, self.buffer = self.buffer, []
         if self.error is None:
             try:
-                landed = outbox.write_outcomes(batch)
+                landed = _timed_write(self.report, batch)
                 _deactivate(self.blocked)
                 self.blocked = []
             except DatabaseError as exc:
@@ -194,18 +213,30 @@ class _Writer:
         self.unwritten.extend(batch)
 
 
+def _timed_write(report: Report, outcomes) -> set[int]:
+    began = time.perf_counter()
+    landed = outbox.write_outcomes(outcomes)
+    report.write_seconds.append(time.perf_counter() - began)
+    return landed
+
+
+OUTCOME_NAMES = {
+    Status.SENT: "sent",
+    Status.PENDING: "retrying",
+    Status.FAILED: "failed",
+    Status.DEAD: "dead",
+}
+
+
 def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
     for outcome in outcomes:
         if outcome.delivery_id not in landed:
             report.fenced_off += 1
-        elif outcome.status == Status.SENT:
-            report.sent += 1
-        elif outcome.status == Status.PENDING:
-            report.retrying += 1
-        elif outcome.status == Status.FAILED:
-            report.failed += 1
-        else:
-            report.dead += 1
+            continue
+        name = OUTCOME_NAMES[outcome.status]
+        setattr(report, name, getattr(report, name) + 1)
+        counts = report.by_channel.setdefault(outcome.channel, {})
+        counts[name] = counts.get(name, 0) + 1
 
 
 def _deactivate(blocked: list[tuple[ClaimedDelivery, Outcome]]) -> None:

@@ -364,3 +364,21 @@ class OutboxRetention(models.Model):
 
     def __str__(self) -> str:
         return f"retention: last finished {self.last_finished_at}"
+
+
+class DrainMetric(models.Model):
+    """One process's running total of one number for /metrics (notifications/metrics.py): a
+    counter, or a histogram's bucket, sum or count. Only ever added to, in raw SQL."""
+
+    pk = models.CompositePrimaryKey("worker", "metric", "label")
+    worker = models.CharField(max_length=200)
+    metric = models.CharField(max_length=64)
+    label = models.CharField(max_length=200, blank=True)
+    value = models.FloatField(db_default=0)
+    updated_at = models.DateTimeField(db_default=DatabaseNow())
+
+    class Meta:
+        db_table = 'notifications"."drain_metrics'
+
+    def __str__(self) -> str:
+        return f"{self.worker} {self.metric}{{{self.label}}} = {self.value}"

@@ -62,11 +62,16 @@ class Outcome:
     provider_message_id: str = ""
     error_code: str = ""
     error_message: str = ""
+    channel: str = ""  # not written (the row has it): for the worker's counts per channel
 
     @classmethod
     def sent(cls, delivery: ClaimedDelivery, *, provider_message_id: str) -> Outcome:
         return cls(
-            delivery.id, delivery.attempts, Status.SENT, provider_message_id=provider_message_id
+            delivery.id,
+            delivery.attempts,
+            Status.SENT,
+            provider_message_id=provider_message_id,
+            channel=delivery.channel,
         )
 
     @classmethod
@@ -93,6 +98,7 @@ class Outcome:
             delay=decision.delay,
             error_code=code[:64],
             error_message=message[:2000],
+            channel=delivery.channel,
         )
 
 

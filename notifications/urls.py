@@ -6,4 +6,5 @@ app_name = "notifications"
 
 urlpatterns = [
     path("cron/drain", views.cron_drain, name="cron-drain"),
+    path("metrics", views.prometheus_metrics, name="metrics"),
 ]

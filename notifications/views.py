@@ -4,10 +4,12 @@ import hmac
 from datetime import timedelta
 
 from django.conf import settings
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
+from notifications import metrics
 from notifications.worker import Worker
 from v10r import clients, ratelimit
 
@@ -71,3 +73,35 @@ def cron_drain(request):
         "housekeeping": tick.tidied.as_dict() if tick.tidied else None,
     }
     return JsonResponse(body, status=409 if tick.report.skipped else 200)
+
+
+METRICS_GUESS_LIMIT = 20
+
+
+@require_safe
+def prometheus_metrics(request):
+    """The queue's numbers in Prometheus's text format, for METRICS_TOKEN or the networks."""
+    if not metrics.enabled():
+        raise Http404("Metrics are off: set METRICS_TOKEN or METRICS_ALLOWED_NETWORKS.")
+    if not metrics.allowed(request, address=clients.peer(request)):
+        guesses = ratelimit.hit(
+            key=f"metrics-guess:{clients.address(request)}",
+            limit=METRICS_GUESS_LIMIT,
+            window=GUESS_WINDOW,
+        )
+        if not guesses.allowed:
+            return _too_many("Too many refused requests from this address.", guesses)
+        return JsonResponse(
+            {
+                "error": "Send 'Authorization: Bearer <METRICS_TOKEN>', "
+                "or ask from an allowed network."
+            },
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+        )
+    # The classic text format (0.0.4), which every Prometheus version scrapes: the names here
+    # need none of 1.0.0's escaping, so the body is the same either way.
+    body = generate_latest(metrics.registry())
+    response = HttpResponse(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    response["Cache-Control"] = "no-store"
+    return response

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
-from notifications import channels, drain, heartbeat
+from notifications import channels, drain, heartbeat, metrics
 from notifications.drain import Policy, Report
 from notifications.outbox import Outcome
 from v10r import housekeeping
@@ -56,6 +56,8 @@ class Worker:
         self._unwritten: list[Outcome] = []
         self._pools: dict[int, ThreadPoolExecutor] = {}
         self._last_beat = self._last_tidy = self._last_reap = float("-inf")
+        # Counts and timings for /metrics, added to the database with each heartbeat.
+        self._tally = metrics.Tally()
 
     @property
     def policy(self) -> Policy:
@@ -135,7 +137,12 @@ class Worker:
             return Tick(report)
         now = time.monotonic()
         resting = not report.more_due
-        if resting or now - self._last_beat >= BEAT_AT_MOST_EVERY.total_seconds():
+        self._tally.count_report(report)
+        beating = resting or now - self._last_beat >= BEAT_AT_MOST_EVERY.total_seconds()
+        # A worker without a loop (the cron's) may not come back: it flushes every tick.
+        if beating or not self.interval:
+            self._tally.flush(worker=self.name)
+        if beating:
             heartbeat.beat(worker=self.name, interval=self.interval, report=report.as_dict())
             self._last_beat = now
         if self.interval:
@@ -189,6 +196,7 @@ class Worker:
                 break
         if not once:
             with contextlib.suppress(DatabaseError):
+                self._tally.flush(worker=self.name)
                 heartbeat.stop(worker=self.name)
 
     def close(self) -> None:

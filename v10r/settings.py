@@ -6,6 +6,7 @@ sets `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS` and usually `DATABASE_URL`.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -139,6 +140,30 @@ if OUTBOX_KEEP_FINISHED_DAYS < OUTBOX_KEEP_SENT_DAYS:
         "at least as long as sent ones."
     )
 OUTBOX_PRUNE_BATCH = _env_int("OUTBOX_PRUNE_BATCH", default=1000, minimum=1)
+
+# /metrics (notifications/metrics.py): open to a bearer token, or to clients in the listed
+# networks (comma-separated, e.g. 10.0.0.0/8,127.0.0.1/32; the client address as
+# V10R_TRUSTED_PROXIES defines it). Neither set: the endpoint does not exist (404).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 32 characters long.")
+
+
+def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    networks = []
+    for part in os.environ.get(name, "").split(","):
+        if not part.strip():
+            continue
+        try:
+            networks.append(ipaddress.ip_network(part.strip()))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {part.strip()!r} is not a network; use CIDR, e.g. 10.0.0.0/8."
+            ) from None
+    return networks
+
+
+METRICS_ALLOWED_NETWORKS = _networks("METRICS_ALLOWED_NETWORKS")
 
 # The service worker (pwa/). 0 serves a worker that removes itself and the site's caches from
 # every browser that installed the real one: the way back if a deploy's worker misbehaves.

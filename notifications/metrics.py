@@ -1,0 +1,270 @@
+"""The queue's numbers for Prometheus: /metrics, in its text format.
+
+Everything is read from PostgreSQL at scrape time, so every gunicorn worker and every host
+answers the same numbers, and a drain process on another host counts as much as one here:
+
+- gauges straight from the tables (queue depth, the oldest due row's wait, each running drain
+  loop's heartbeat age, the deliveries table's size, the last prune);
+- counters and histograms that drain processes keep in the drain_metrics table. Each process
+  adds what it did since its last flush to rows of its own (worker, metric, label), once a
+  heartbeat, so a scrape sums every process that ever ran, alive or not; a process killed
+  between two flushes loses at most a second of counts.
+
+prometheus-client renders the text (and parses it, in the tests): the format's reference
+implementation. Its own multi-process mode was not used: it shares counters through files on
+one host, where these come from the database every host already shares.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hmac
+import ipaddress
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import connection
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from notifications import heartbeat, retention, stats
+
+# Upper bounds, in seconds, of the claim and write histograms' buckets (+Inf is implied).
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+HISTOGRAMS = {
+    "claim_seconds": "Time the claim statement took, per batch.",
+    "write_seconds": "Time one fenced write of outcomes took.",
+}
+OUTCOMES = ("sent", "retrying", "failed", "dead")
+
+# Adds one process's counts to its own rows.
+FLUSH_SQL = """
+INSERT INTO notifications.drain_metrics AS m (worker, metric, label, value, updated_at)
+SELECT %(worker)s, metric, label, value, now()
+FROM unnest(%(metrics)s::text[], %(labels)s::text[], %(values)s::double precision[])
+    AS d(metric, label, value)
+ON CONFLICT (worker, metric, label)
+DO UPDATE SET value = m.value + excluded.value, updated_at = now()
+""".strip()
+
+TOTALS_SQL = """
+SELECT metric, label, sum(value)
+FROM notifications.drain_metrics
+GROUP BY metric, label
+""".strip()
+
+# Queue depth by channel, for the states a queue is made of (served by the claim, reaper and
+# pending-half indexes); failed, dead and sent are counted by stats.queue_depth.
+DEPTH_SQL = """
+SELECT channel,
+       CASE WHEN status = 'pending' AND attempts > attempt_base THEN 'retrying' ELSE status END,
+       count(*)
+FROM notifications.notification_deliveries
+WHERE status IN ('pending', 'processing')
+GROUP BY 1, 2
+""".strip()
+
+OLDEST_DUE_SQL = """
+SELECT extract(epoch FROM now() - min(next_attempt_at))
+FROM notifications.notification_deliveries
+WHERE status = 'pending' AND next_attempt_at <= now()
+""".strip()
+
+HEARTBEATS_SQL = """
+SELECT worker, extract(epoch FROM now() - ticked_at)
+FROM notifications.drain_heartbeats
+WHERE stopped_at IS NULL
+  AND ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s)
+""".strip()
+
+TABLE_BYTES_SQL = "SELECT pg_total_relation_size('notifications.notification_deliveries')"
+
+
+class Tally:
+    """What one process did since its last flush: counter increments and histogram samples."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], float] = {}
+
+    def add(self, metric: str, label: str, value: float = 1.0) -> None:
+        key = (metric, label)
+        self.values[key] = self.values.get(key, 0.0) + value
+
+    def observe(self, metric: str, seconds: float) -> None:
+        index = bisect.bisect_left(BUCKETS, seconds)
+        self.add(f"{metric}_bucket", str(BUCKETS[index]) if index < len(BUCKETS) else "+Inf")
+        self.add(f"{metric}_sum", "", seconds)
+        self.add(f"{metric}_count", "")
+
+    def count_report(self, report) -> None:
+        """Take one drain's Report into the tally."""
+        for channel, outcomes in report.by_channel.items():
+            for outcome, count in outcomes.items():
+                self.add("sends", f"{channel}|{outcome}", count)
+        self.add("reaped", "", report.reaped)
+        self.add("fenced_off", "", report.fenced_off)
+        for seconds in report.claim_seconds:
+            self.observe("claim_seconds", seconds)
+        for seconds in report.write_seconds:
+            self.observe("write_seconds", seconds)
+
+    def flush(self, *, worker: str) -> None:
+        """Add the tally to this worker's rows, and start again from zero."""
+        items = [(key, value) for key, value in self.values.items() if value]
+        if items:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    FLUSH_SQL,
+                    {
+                        "worker": worker,
+                        "metrics": [metric for (metric, _label), _value in items],
+                        "labels": [label for (_metric, label), _value in items],
+                        "values": [value for _key, value in items],
+                    },
+                )
+        self.values.clear()
+
+
+class QueueCollector(Collector):
+    """Reads every number from the database each time it is collected."""
+
+    def collect(self) -> Iterable:
+        with connection.cursor() as cursor:
+            cursor.execute(TOTALS_SQL)
+            totals = cursor.fetchall()
+            cursor.execute(DEPTH_SQL)
+            depth_rows = cursor.fetchall()
+            cursor.execute(OLDEST_DUE_SQL)
+            (oldest_due,) = cursor.fetchone()
+            cursor.execute(HEARTBEATS_SQL, {"stale": heartbeat.STALE_AFTER_INTERVALS})
+            beats = cursor.fetchall()
+            cursor.execute(TABLE_BYTES_SQL)
+            (table_bytes,) = cursor.fetchone()
+        depth = stats.queue_depth()
+        yield from _depth(depth_rows, depth)
+        oldest = GaugeMetricFamily(
+            "v10r_outbox_oldest_due_seconds",
+            "How long the longest-waiting due delivery has been due (0 when none is).",
+        )
+        oldest.add_metric([], float(oldest_due or 0))
+        yield oldest
+        yield from _counters(totals)
+        beat = GaugeMetricFamily(
+            "v10r_drain_heartbeat_age_seconds",
+            "Seconds since each running drain loop last ticked.",
+            labels=["worker"],
+        )
+        for worker, age in beats:
+            beat.add_metric([worker], float(age))
+        yield beat
+        loops = GaugeMetricFamily("v10r_drain_loops_running", "Drain loops ticking on time.")
+        loops.add_metric([], len(beats))
+        yield loops
+        size = GaugeMetricFamily(
+            "v10r_outbox_table_bytes", "The deliveries table's size, indexes included."
+        )
+        size.add_metric([], float(table_bytes))
+        yield size
+        yield from _prune(retention.last_run())
+
+
+def _depth(rows, depth) -> Iterable:
+    family = GaugeMetricFamily(
+        "v10r_outbox_deliveries",
+        "Deliveries per state; per channel for the states still queued.",
+        labels=["state", "channel"],
+    )
+    for channel, state, count in sorted(rows):
+        family.add_metric([state, channel], count)
+    for state in ("failed", "dead"):
+        family.add_metric([state, ""], getattr(depth, state))
+    family.add_metric(["sent", ""], depth.sent)
+    yield family
+    estimated = GaugeMetricFamily(
+        "v10r_outbox_sent_is_estimate",
+        "1 when the sent count is PostgreSQL's estimate rather than a count.",
+    )
+    estimated.add_metric([], 1 if depth.sent_is_estimate else 0)
+    yield estimated
+
+
+def _counters(totals) -> Iterable:
+    by_name: dict[str, dict[str, float]] = {}
+    for metric, label, value in totals:
+        by_name.setdefault(metric, {})[label] = float(value)
+    sends = CounterMetricFamily(
+        "v10r_outbox_sends",
+        "Sends finished by drain processes, per channel and outcome "
+        "(retrying: failed, will be tried again).",
+        labels=["channel", "outcome"],
+    )
+    for label, value in sorted(by_name.get("sends", {}).items()):
+        channel, _, outcome = label.partition("|")
+        sends.add_metric([channel, outcome], value)
+    yield sends
+    for name, text in (
+        ("reaped", "Deliveries the reaper put back after their lease ran out."),
+        ("fenced_off", "Outcomes discarded because another claim had taken the row."),
+    ):
+        family = CounterMetricFamily(f"v10r_outbox_{name}", text)
+        family.add_metric([], by_name.get(name, {}).get("", 0.0))
+        yield family
+    for name, text in HISTOGRAMS.items():
+        counts = by_name.get(f"{name}_bucket", {})
+        cumulative, buckets = 0.0, []
+        for bound in [*map(str, BUCKETS), "+Inf"]:
+            cumulative += counts.get(bound, 0.0)
+            buckets.append((bound, cumulative))
+        family = HistogramMetricFamily(f"v10r_outbox_{name}", text)
+        family.add_metric([], buckets, sum_value=by_name.get(f"{name}_sum", {}).get("", 0.0))
+        yield family
+
+
+def _prune(last) -> Iterable:
+    finished = GaugeMetricFamily(
+        "v10r_outbox_prune_last_finished_timestamp_seconds",
+        "When the last prune finished (Unix time; 0 if none has).",
+    )
+    finished.add_metric([], last.finished_at.timestamp() if last and last.finished_at else 0)
+    yield finished
+    deleted = GaugeMetricFamily(
+        "v10r_outbox_prune_last_deleted",
+        "What the last prune deleted.",
+        labels=["kind"],
+    )
+    report = last.report if last else {}
+    for kind in ("sent", "finished", "notifications"):
+        deleted.add_metric([kind], float(report.get(kind, 0)))
+    yield deleted
+    seconds = GaugeMetricFamily("v10r_outbox_prune_last_seconds", "How long the last prune ran.")
+    seconds.add_metric([], float(report.get("seconds", 0)))
+    yield seconds
+
+
+def registry() -> CollectorRegistry:
+    """A registry of the queue's numbers alone (no process metrics of the one answering)."""
+    found = CollectorRegistry(auto_describe=False)
+    found.register(QueueCollector())
+    return found
+
+
+def allowed(request, *, address: str) -> bool:
+    """Whether request may read the metrics: the bearer token, or a client in the networks."""
+    token = settings.METRICS_TOKEN
+    if token:
+        given = request.headers.get("Authorization", "")
+        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return True
+    try:
+        client = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(client in network for network in settings.METRICS_ALLOWED_NETWORKS)
+
+
+def enabled() -> bool:
+    return bool(settings.METRICS_TOKEN or settings.METRICS_ALLOWED_NETWORKS)

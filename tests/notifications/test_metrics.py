@@ -1,0 +1,153 @@
+"""/metrics: the Prometheus text format, who may read it, and numbers that reflect what drain
+processes just did — summed over every process, since they come from PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from notifications import metrics, retention
+from notifications.models import DrainMetric
+from notifications.worker import Worker
+from tests.helpers import (
+    counts,
+    database_url,
+    execute,
+    make_deliveries,
+    poll,
+    start_drain,
+    stop,
+)
+
+TOKEN = "t" * 40
+
+
+@pytest.fixture
+def metrics_on(settings):
+    settings.METRICS_TOKEN = TOKEN
+    settings.METRICS_ALLOWED_NETWORKS = []
+
+
+def scrape(client) -> dict[str, dict]:
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert response["Cache-Control"] == "no-store"
+    families = text_string_to_metric_families(response.content.decode())
+    return {family.name: family for family in families}
+
+
+def sample(families, name: str, **labels) -> float:
+    for family in families.values():
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    raise AssertionError(f"no sample {name} {labels}")
+
+
+@pytest.mark.django_db
+def test_without_a_token_or_network_the_endpoint_does_not_exist(client, settings):
+    settings.METRICS_TOKEN = ""
+    settings.METRICS_ALLOWED_NETWORKS = []
+    assert client.get("/metrics").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_missing_or_wrong_token_is_refused_and_then_limited(client, metrics_on):
+    assert client.get("/metrics").status_code == 401
+    wrong = {"Authorization": "Bearer " + "x" * 40}
+    statuses = [client.get("/metrics", headers=wrong).status_code for _ in range(25)]
+    assert statuses[0] == 401 and statuses[-1] == 429
+    assert client.post("/metrics").status_code == 405
+    # The right token is still let in.
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+@pytest.mark.django_db
+def test_an_allowed_network_needs_no_token(client, settings):
+    import ipaddress
+
+    settings.METRICS_TOKEN = ""
+    settings.METRICS_ALLOWED_NETWORKS = [ipaddress.ip_network("127.0.0.0/8")]
+    assert client.get("/metrics").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 401
+
+
+@pytest.mark.django_db
+def test_the_numbers_reflect_a_drain_that_just_happened(client, metrics_on, user, settings):
+    make_deliveries(user, 7, channel="recording")
+    make_deliveries(user, 2, channel="always_retryable")
+    waiting = make_deliveries(user, 3, channel="recording")
+    execute(
+        "UPDATE notifications.notification_deliveries SET next_attempt_at = now() + interval"
+        " '1 hour' WHERE id = ANY(%s)",
+        [waiting],
+    )
+    before = scrape(client)
+    assert sample(before, "v10r_outbox_deliveries", state="pending", channel="recording") == 10
+    assert sample(before, "v10r_outbox_oldest_due_seconds") >= 0
+    worker = Worker(name="test-host:1", interval=timedelta(seconds=15))
+    try:
+        worker.tick()
+    finally:
+        worker.close()
+    after = scrape(client)
+    assert sample(after, "v10r_outbox_sends_total", channel="recording", outcome="sent") == 7
+    assert (
+        sample(after, "v10r_outbox_sends_total", channel="always_retryable", outcome="retrying")
+        == 2
+    )
+    assert (
+        sample(after, "v10r_outbox_deliveries", state="retrying", channel="always_retryable") == 2
+    )
+    assert sample(after, "v10r_outbox_deliveries", state="sent", channel="") == 7
+    assert sample(after, "v10r_outbox_claim_seconds_count") == 1
+    assert sample(after, "v10r_outbox_claim_seconds_bucket", le="+Inf") == 1
+    assert sample(after, "v10r_outbox_write_seconds_count") >= 1
+    assert sample(after, "v10r_drain_heartbeat_age_seconds", worker="test-host:1") < 5
+    assert sample(after, "v10r_drain_loops_running") == 1
+    assert sample(after, "v10r_outbox_table_bytes") > 0
+
+
+@pytest.mark.django_db
+def test_the_last_prune_is_reported(client, metrics_on, user):
+    ids = make_deliveries(user, 4, channel="recording")
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'sent',"
+        " created_at = now() - interval '40 days' WHERE id = ANY(%s)",
+        [ids],
+    )
+    retention.prune(retention.Policy.from_settings(pause=0))
+    families = scrape(client)
+    assert sample(families, "v10r_outbox_prune_last_deleted", kind="sent") == 4
+    assert sample(families, "v10r_outbox_prune_last_finished_timestamp_seconds") > 1.7e9
+
+
+def test_two_drain_processes_add_up(transactional_db, client, metrics_on, user, smtp_server):
+    make_deliveries(user, 400, channel="email")
+    drains = [
+        start_drain("--batch-size", "20", url=database_url(), smtp_port=smtp_server.port)
+        for _ in range(2)
+    ]
+    try:
+        done = poll(lambda: counts() == {"sent": 400}, seconds=120, every=0.5)
+    finally:
+        outputs = [stop(drain) for drain in drains]
+    assert done, outputs
+    families = scrape(client)
+    # Each process flushed its own rows (on its heartbeats and as it stopped): together, all.
+    assert sample(families, "v10r_outbox_sends_total", channel="email", outcome="sent") == 400
+    assert DrainMetric.objects.values("worker").distinct().count() == 2
+    assert sample(families, "v10r_outbox_claim_seconds_count") >= 400 / 20
+
+
+def test_a_tally_puts_each_time_in_its_bucket():
+    tally = metrics.Tally()
+    for seconds in (0.0005, 0.001, 0.003, 7.0):
+        tally.observe("claim_seconds", seconds)
+    assert tally.values[("claim_seconds_bucket", "0.001")] == 2
+    assert tally.values[("claim_seconds_bucket", "0.005")] == 1
+    assert tally.values[("claim_seconds_bucket", "+Inf")] == 1
+    assert tally.values[("claim_seconds_count", "")] == 4
