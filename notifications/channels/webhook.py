@@ -1,0 +1,107 @@
+"""Webhooks: the notification as signed JSON, POSTed to the URL the user registered.
+
+The URL is the address. Only public addresses are reached (netguard, checked on what the
+host name resolves to, at connect time), and the request is signed the Standard Webhooks
+way (signing) with the endpoint's active secrets. webhook-id is the delivery's own id, the
+same on every retry, so a receiver that saw a delivery already can tell.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from notifications.channels import http, netguard, signing
+from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+
+
+class WebhookChannel(Channel):
+    """Sends to Outgoing.address, signed with the secrets secrets_for(url) returns.
+
+    allow_loopback lets webhooks reach 127.0.0.1 and ::1, for tests and local development
+    only; resolver replaces socket.getaddrinfo, for tests.
+    """
+
+    name = "webhook"
+    address_source = AddressSource.CHANNEL_ADDRESS
+
+    def __init__(
+        self,
+        *,
+        secrets_for: Callable[[str], Sequence[str]] | None = None,
+        connect_timeout: timedelta = timedelta(seconds=5),
+        total_timeout: timedelta = timedelta(seconds=10),
+        allow_loopback: bool = False,
+        resolver: netguard.Resolver = socket.getaddrinfo,
+    ) -> None:
+        self.secrets_for = secrets_for
+        self.client = http.Client(
+            connect_timeout=connect_timeout,
+            total_timeout=total_timeout,
+            guard=netguard.Guard(allow_loopback=allow_loopback, resolver=resolver),
+        )
+
+    @property
+    def worst_case(self) -> timedelta:
+        return self.client.worst_case
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        url = outgoing.address
+        try:
+            netguard.parse_url(url)
+        except netguard.Refused as exc:
+            raise ChannelError("BAD_URL", str(exc), retryable=False) from None
+        secrets = list(self.secrets_for(url)) if self.secrets_for else []
+        if not secrets:
+            raise ChannelError(
+                "WEBHOOK_NO_SECRET",
+                "The endpoint has no active signing secret; unsigned requests are never sent.",
+                retryable=False,
+            )
+        msg_id = f"delivery-{outgoing.delivery_id}"
+        try:
+            body = json.dumps(
+                payload(outgoing), ensure_ascii=False, separators=(",", ":"), sort_keys=True
+            ).encode()
+        except (TypeError, ValueError) as exc:
+            raise ChannelError(
+                "BAD_MESSAGE", f"Cannot encode as JSON: {exc}", retryable=False
+            ) from None
+        try:
+            signed = signing.headers(msg_id=msg_id, body=body, secrets=secrets)
+        except ValueError as exc:  # the message says what is wrong, never the secret
+            raise ChannelError("WEBHOOK_BAD_SECRET", str(exc), retryable=False) from None
+        response = self.client.request(
+            "POST",
+            url,
+            headers={"Content-Type": "application/json", **signed},
+            body=body,
+            secrets=secrets,
+        )
+        if error := http.classify(response, peer=http.Peer.WEBHOOK, secrets=secrets):
+            raise error
+        return SendResult(provider_message_id=msg_id)
+
+    def close_idle(self) -> None:
+        self.client.close_idle()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def payload(outgoing: Outgoing) -> dict:
+    """Return what a receiver gets: the notification's type, message key and parameters,
+    the text rendered in the recipient's language, and the delivery's id."""
+    return {
+        # Outgoing carries no type or message key yet; they are sent empty until it does.
+        "type": getattr(outgoing, "type", ""),
+        "key": getattr(outgoing, "message_key", ""),
+        "params": outgoing.params,
+        "subject": outgoing.subject,
+        "body": outgoing.body,
+        "action_url": outgoing.action_url,
+        "language": outgoing.language,
+        "delivery_id": outgoing.delivery_id,
+    }
