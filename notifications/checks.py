@@ -6,7 +6,7 @@ import math
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 from notifications import backoff, channels
 from notifications.channels.base import Channel
@@ -150,3 +150,22 @@ def check_sender(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+# The channels that need a credential from the environment, and where it comes from.
+TOKENS = {"telegram": "TELEGRAM_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
+
+
+@register()
+def check_channel_tokens(app_configs=None, **kwargs):
+    """A bot channel that is configured but has no token fails every row sent on it."""
+    return [
+        Warning(
+            f"The {name} channel is configured but {setting} is not set: every {name} "
+            "delivery will fail permanently.",
+            hint=f"Set {setting}, or remove {name!r} from DELIVERY_CHANNELS.",
+            id="notifications.W001",
+        )
+        for name, setting in TOKENS.items()
+        if name in settings.DELIVERY_CHANNELS and not getattr(settings, setting, "")
+    ]

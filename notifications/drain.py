@@ -28,7 +28,7 @@ from django.db import DatabaseError
 
 from notifications import catalogue, channels, outbox
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing
-from notifications.models import DEMO_CHANNEL, ChannelAddress, Recipient, Status
+from notifications.models import DEMO_CHANNEL, ChannelAddress, DatabaseNow, Recipient, Status
 from notifications.outbox import ClaimedDelivery, Outcome
 
 logger = logging.getLogger(__name__)
@@ -240,10 +240,14 @@ def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
 
 
 def _deactivate(blocked: list[tuple[ClaimedDelivery, Outcome]]) -> None:
-    for delivery, _outcome in blocked:
+    for delivery, outcome in blocked:
         ChannelAddress.objects.filter(
             user_id=delivery.user_id, channel=delivery.channel, is_active=True
-        ).update(is_active=False)
+        ).update(
+            is_active=False,
+            deactivated_at=DatabaseNow(),
+            deactivated_reason=f"{outcome.error_code}: {outcome.error_message}"[:500],
+        )
 
 
 def _prepare(
@@ -274,10 +278,11 @@ def _prepare(
         if channel is None:
             fail(delivery, "UNKNOWN_CHANNEL", f"No channel is configured as {delivery.channel!r}.")
             continue
+        secrets: tuple[str, ...] = ()
         if channel.address_source == AddressSource.EMAIL:
             address = emails.get(delivery.user_id, "")
         elif channel.address_source == AddressSource.CHANNEL_ADDRESS:
-            address = addresses.get((delivery.user_id, delivery.channel), "")
+            address, secrets = addresses.get((delivery.user_id, delivery.channel), ("", ()))
         else:
             address = ""
         if channel.address_source != AddressSource.NONE and not address:
@@ -303,6 +308,9 @@ def _prepare(
             action_url=delivery.action_url,
             language=language,
             params=delivery.message_params,
+            type=delivery.type,
+            message_key=delivery.message_key,
+            secrets=secrets,
         )
         ready.append((delivery, channel, outgoing))
     return ready, immediate
@@ -331,8 +339,14 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
             user_id__in={u for u, _ in address_keys},
             channel__in={c for _, c in address_keys},
             is_active=True,
-        ).values_list("user_id", "channel", "address")
-        addresses = {(u, c): a for u, c, a in rows}
+        ).values_list(
+            "user_id",
+            "channel",
+            "address",
+            "webhook_secret__secret",
+            "webhook_secret__previous_secret",
+        )
+        addresses = {(u, c): (a, tuple(x for x in (s1, s2) if x)) for u, c, a, s1, s2 in rows}
     languages = dict(Recipient.objects.filter(user_id__in=users).values_list("user_id", "language"))
     return emails, addresses, languages
 
@@ -444,7 +458,9 @@ def _send_one(
             retry_after=exc.retry_after,
             max_attempts=max_attempts,
         )
-        return Finished(delivery, outcome, exc.deactivate_address)
+        # A blocked bot, or a webhook endpoint that is gone for good: stop sending there.
+        stop_here = exc.deactivate_address or getattr(exc, "disable_endpoint", False)
+        return Finished(delivery, outcome, stop_here)
     except Exception as exc:
         # A bug or an unexpected failure in a channel costs one attempt of one row, never
         # the batch.

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from notifications import catalogue
-from notifications.models import Notification, NotificationDelivery
+from notifications.models import ChannelAddress, Notification, NotificationDelivery
 
 
 def _channels(channels: Iterable[str]) -> list[str]:
@@ -37,16 +37,22 @@ def send_notification(
     type: str,  # noqa: A002 - the column's name
     message_key: str,
     params: Mapping[str, Any] | None = None,
-    channels: Iterable[str],
+    channels: Iterable[str] | None = None,
     action_url: str = "",
 ) -> Notification:
     """Queue a notification: write it, and one pending delivery per channel, for a drain to
-    send.
+    send. With no channels named, the user's own choose them (channels_for).
 
     Runs inside the caller's transaction when there is one (the outbox pattern: the
     notification commits or rolls back with the change that caused it).
     """
     params = dict(params or {})
+    if channels is None:
+        channels = channels_for(user)
+        if not channels:
+            raise ValueError(
+                f"User {user.pk} has no email address and no active address on any channel."
+            )
     names = _channels(channels)
     if not type or len(type) > 64:
         raise ValueError("type must be 1 to 64 characters.")
@@ -65,6 +71,19 @@ def send_notification(
         )
         add_channels(notification=notification, channels=names)
     return notification
+
+
+def channels_for(user) -> list[str]:
+    """The channels a user can be reached on: email when the user has an address (and the site
+    runs it), then each channel of the user's active addresses that the site runs."""
+    names = ["email"] if user.email and "email" in settings.DELIVERY_CHANNELS else []
+    active = ChannelAddress.objects.filter(user=user, is_active=True).order_by("channel")
+    names += [
+        name
+        for name in active.values_list("channel", flat=True).distinct()
+        if name in settings.DELIVERY_CHANNELS and name not in names
+    ]
+    return names
 
 
 def add_channels(*, notification: Notification, channels: Iterable[str]) -> None:

@@ -282,13 +282,23 @@ class ChannelAddress(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="channel_addresses"
     )
-    channel = models.CharField(max_length=32)
-    address = models.CharField(max_length=500)
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(db_default=DatabaseNow())
+    channel = models.CharField(_("channel"), max_length=32)
+    address = models.CharField(
+        _("address"),
+        max_length=500,
+        help_text=_("A Telegram chat id, a Discord user id, or a webhook endpoint's URL."),
+    )
+    is_active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
+    # Set by the drain when the provider says never again: a bot the user blocked, a webhook
+    # endpoint that answered 410 Gone. A staff member who fixes it makes it active again.
+    deactivated_at = models.DateTimeField(_("deactivated"), null=True, blank=True)
+    deactivated_reason = models.CharField(_("why"), max_length=500, blank=True, default="")
 
     class Meta:
         db_table = 'notifications"."channel_addresses'
+        verbose_name = _("channel address")
+        verbose_name_plural = _("channel addresses")
         constraints = [
             models.UniqueConstraint(
                 fields=["user", "channel"],
@@ -382,3 +392,32 @@ class DrainMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker} {self.metric}{{{self.label}}} = {self.value}"
+
+
+class WebhookSecret(models.Model):
+    """The signing secrets of one webhook endpoint (a ChannelAddress on the webhook channel).
+
+    Two may be valid at once: rotating makes the current one previous and a new one current,
+    and every request is signed with both until the previous one is dropped, so a receiver
+    can switch over whenever it likes."""
+
+    address = models.OneToOneField(
+        ChannelAddress,
+        on_delete=models.CASCADE,
+        related_name="webhook_secret",
+        verbose_name=_("endpoint"),
+    )
+    secret = models.CharField(_("secret"), max_length=200)
+    previous_secret = models.CharField(_("previous secret"), max_length=200, blank=True)
+    rotated_at = models.DateTimeField(_("rotated"), null=True, blank=True)
+
+    class Meta:
+        db_table = 'notifications"."webhook_secrets'
+        verbose_name = _("webhook secret")
+        verbose_name_plural = _("webhook secrets")
+
+    def __str__(self) -> str:
+        return f"#{self.address_id}"
+
+    def secrets(self) -> list[str]:
+        return [s for s in (self.secret, self.previous_secret) if s]

@@ -99,7 +99,11 @@ def poll(predicate, *, seconds: float = 10.0, every: float = 0.02):
 
 
 def start_drain(
-    *args: str, url: str, smtp_port: int, email_timeout: float = 5.0
+    *args: str,
+    url: str,
+    smtp_port: int,
+    email_timeout: float = 5.0,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "EMAIL_"))}
     env |= {
@@ -108,6 +112,7 @@ def start_drain(
         "EMAIL_PORT": str(smtp_port),
         "EMAIL_TIMEOUT": str(email_timeout),
         "DELIVERY_INTERVAL_SECONDS": "0.2",
+        **(extra_env or {}),
     }
     env.pop("DJANGO_DEBUG", None)
     return subprocess.Popen(

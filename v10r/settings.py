@@ -125,10 +125,47 @@ DELIVERY_LEASE_SECONDS = _env_float("DELIVERY_LEASE_SECONDS", default=300.0, min
 DELIVERY_INTERVAL_SECONDS = _env_float("DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1)
 DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=backoff.MAX_ATTEMPTS, minimum=1)
 # Channel name -> class path. Code that enqueues may only name these.
-DELIVERY_CHANNELS = {
+_CHANNEL_CLASSES = {
     "email": "notifications.channels.email.EmailChannel",
+    "telegram": "notifications.channels.telegram.TelegramChannel",
+    "discord": "notifications.channels.discord.DiscordChannel",
+    "webhook": "notifications.channels.webhook.WebhookChannel",
     "demo": "notifications.channels.demo.DemoChannel",
 }
+# V10R_CHANNELS picks which of them this site runs (comma-separated; default all): a site with
+# no Telegram bot leaves telegram out instead of carrying a channel that can only fail.
+_chosen = [n.strip() for n in os.environ.get("V10R_CHANNELS", "").split(",") if n.strip()]
+_unknown = sorted(set(_chosen) - set(_CHANNEL_CLASSES))
+if _unknown:
+    raise ImproperlyConfigured(
+        f"V10R_CHANNELS names unknown channels {', '.join(_unknown)}; "
+        f"known: {', '.join(_CHANNEL_CLASSES)}."
+    )
+if _chosen and "demo" not in _chosen:
+    raise ImproperlyConfigured("V10R_CHANNELS must include demo: the workers page's Try it uses it.")
+DELIVERY_CHANNELS = {
+    name: path for name, path in _CHANNEL_CLASSES.items() if not _chosen or name in _chosen
+}
+# The HTTP channels (notifications/channels/http.py): a connection must open within the first,
+# and a whole send (name lookup, TLS, request, reply) finish within the second.
+DELIVERY_HTTP_CONNECT_TIMEOUT = _env_float(
+    "DELIVERY_HTTP_CONNECT_TIMEOUT", default=5.0, minimum=0.1
+)
+DELIVERY_HTTP_TOTAL_TIMEOUT = _env_float("DELIVERY_HTTP_TOTAL_TIMEOUT", default=10.0, minimum=0.1)
+if DELIVERY_HTTP_CONNECT_TIMEOUT > DELIVERY_HTTP_TOTAL_TIMEOUT:
+    raise ImproperlyConfigured(
+        "DELIVERY_HTTP_CONNECT_TIMEOUT is longer than DELIVERY_HTTP_TOTAL_TIMEOUT, which bounds "
+        "the whole send, connecting included."
+    )
+# Bot tokens; unset, that channel fails its rows permanently (TELEGRAM_NO_TOKEN,
+# DISCORD_NO_TOKEN) and `manage.py check` warns. The base URLs point tests at loopback.
+TELEGRAM_BOT_TOKEN = os.environ.get("TELEGRAM_BOT_TOKEN", "").strip()
+TELEGRAM_API_BASE_URL = os.environ.get("TELEGRAM_API_BASE_URL", "https://api.telegram.org")
+DISCORD_BOT_TOKEN = os.environ.get("DISCORD_BOT_TOKEN", "").strip()
+DISCORD_API_BASE_URL = os.environ.get("DISCORD_API_BASE_URL", "https://discord.com/api/v10")
+# Webhooks refuse every private, loopback and link-local address (SSRF); 1 lets them reach
+# loopback, for tests and local development only.
+DELIVERY_WEBHOOK_ALLOW_LOOPBACK = _env_bool("DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False)
 # Retention (notifications/retention.py, manage.py prune_outbox, and the drain loop's idle
 # ticks): finished deliveries are deleted once queued this many days ago.
 OUTBOX_KEEP_SENT_DAYS = _env_int("OUTBOX_KEEP_SENT_DAYS", default=30, minimum=1)

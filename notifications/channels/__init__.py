@@ -12,7 +12,10 @@ from notifications.channels.base import Channel
 
 @cache
 def _load(path: str) -> Channel:
-    return import_string(path)()
+    """Build the channel once: from the settings it reads, when it has from_settings()."""
+    kind = import_string(path)
+    build = getattr(kind, "from_settings", None)
+    return build() if build is not None else kind()
 
 
 def get(name: str) -> Channel | None:

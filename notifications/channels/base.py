@@ -29,6 +29,11 @@ class Outgoing:
     language: str
     # The notification's own parameters, for channels that send structured data (webhooks).
     params: dict[str, Any] = field(default_factory=dict)
+    type: str = ""  # the notification's type and message key, for the same channels
+    message_key: str = ""
+    # The address's signing secrets (a webhook endpoint's), read by the drain with the address
+    # so no sender thread needs the database. Never in a repr, so never in a log.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

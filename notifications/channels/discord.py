@@ -44,6 +44,17 @@ class DiscordChannel(Channel):
             connect_timeout=connect_timeout, total_timeout=total_timeout, user_agent=user_agent
         )
 
+    @classmethod
+    def from_settings(cls) -> DiscordChannel:
+        from django.conf import settings
+
+        return cls(
+            base_url=settings.DISCORD_API_BASE_URL,
+            token=settings.DISCORD_BOT_TOKEN,
+            connect_timeout=timedelta(seconds=settings.DELIVERY_HTTP_CONNECT_TIMEOUT),
+            total_timeout=timedelta(seconds=settings.DELIVERY_HTTP_TOTAL_TIMEOUT),
+        )
+
     @property
     def worst_case(self) -> timedelta:
         # One deadline covers both requests.

@@ -40,6 +40,17 @@ class TelegramChannel(Channel):
         self.token = token or None
         self.client = http.Client(connect_timeout=connect_timeout, total_timeout=total_timeout)
 
+    @classmethod
+    def from_settings(cls) -> TelegramChannel:
+        from django.conf import settings
+
+        return cls(
+            base_url=settings.TELEGRAM_API_BASE_URL,
+            token=settings.TELEGRAM_BOT_TOKEN,
+            connect_timeout=timedelta(seconds=settings.DELIVERY_HTTP_CONNECT_TIMEOUT),
+            total_timeout=timedelta(seconds=settings.DELIVERY_HTTP_TOTAL_TIMEOUT),
+        )
+
     @property
     def worst_case(self) -> timedelta:
         return self.client.worst_case

@@ -18,7 +18,8 @@ from notifications.channels.base import AddressSource, Channel, ChannelError, Ou
 
 
 class WebhookChannel(Channel):
-    """Sends to Outgoing.address, signed with the secrets secrets_for(url) returns.
+    """Sends to Outgoing.address, signed with Outgoing.secrets (the drain reads them with the
+    address), or else with what secrets_for(url) returns.
 
     allow_loopback lets webhooks reach 127.0.0.1 and ::1, for tests and local development
     only; resolver replaces socket.getaddrinfo, for tests.
@@ -43,6 +44,16 @@ class WebhookChannel(Channel):
             guard=netguard.Guard(allow_loopback=allow_loopback, resolver=resolver),
         )
 
+    @classmethod
+    def from_settings(cls) -> WebhookChannel:
+        from django.conf import settings
+
+        return cls(
+            connect_timeout=timedelta(seconds=settings.DELIVERY_HTTP_CONNECT_TIMEOUT),
+            total_timeout=timedelta(seconds=settings.DELIVERY_HTTP_TOTAL_TIMEOUT),
+            allow_loopback=settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK,
+        )
+
     @property
     def worst_case(self) -> timedelta:
         return self.client.worst_case
@@ -53,7 +64,9 @@ class WebhookChannel(Channel):
             netguard.parse_url(url)
         except netguard.Refused as exc:
             raise ChannelError("BAD_URL", str(exc), retryable=False) from None
-        secrets = list(self.secrets_for(url)) if self.secrets_for else []
+        secrets = list(outgoing.secrets)
+        if not secrets and self.secrets_for is not None:
+            secrets = list(self.secrets_for(url))
         if not secrets:
             raise ChannelError(
                 "WEBHOOK_NO_SECRET",
@@ -95,9 +108,8 @@ def payload(outgoing: Outgoing) -> dict:
     """Return what a receiver gets: the notification's type, message key and parameters,
     the text rendered in the recipient's language, and the delivery's id."""
     return {
-        # Outgoing carries no type or message key yet; they are sent empty until it does.
-        "type": getattr(outgoing, "type", ""),
-        "key": getattr(outgoing, "message_key", ""),
+        "type": outgoing.type,
+        "key": outgoing.message_key,
         "params": outgoing.params,
         "subject": outgoing.subject,
         "body": outgoing.body,

@@ -17,6 +17,8 @@ PRODUCTION = {
     "DJANGO_SECRET_KEY": "a-long-random-production-secret-8f3e1c9b7a6d5e4f3a2b1c0d9e8f7a6b5c4d",
     "DJANGO_ALLOWED_HOSTS": "v10r.example",
     "DATABASE_URL": "postgres://v10r:secret@db.internal:5432/v10r",
+    # No bot tokens here, so no bot channels: a configured one without its token warns.
+    "V10R_CHANNELS": "email,webhook,demo",
 }
 
 

@@ -1,0 +1,197 @@
+"""Telegram, Discord and webhooks as the site runs them: built from the settings, chosen by a
+user's addresses, switched off by the provider's "never again", and delivered by a real
+drain_outbox process to loopback peers, each message exactly once."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+
+from notifications import channels, enqueue, worker
+from notifications.channels import signing
+from notifications.channels.discord import DiscordChannel
+from notifications.channels.telegram import TelegramChannel
+from notifications.channels.webhook import WebhookChannel
+from notifications.models import ChannelAddress, NotificationDelivery, WebhookSecret
+from tests.helpers import counts, database_url, poll, start_drain, stop
+from tests.httppeers import Behaviour, DiscordPeer, TelegramPeer, WebhookReceiver
+
+TOKEN = "123456:test-token"
+
+
+@pytest.fixture
+def peers():
+    secret = signing.new_secret()
+    made = {
+        "telegram": TelegramPeer(token=TOKEN),
+        "discord": DiscordPeer(token=TOKEN),
+        "webhook": WebhookReceiver(secrets=[secret]),
+    }
+    made["secret"] = secret
+    yield made
+    for name in ("telegram", "discord", "webhook"):
+        made[name].stop()
+
+
+@pytest.fixture
+def wired(settings, peers):
+    settings.TELEGRAM_BOT_TOKEN = settings.DISCORD_BOT_TOKEN = TOKEN
+    settings.TELEGRAM_API_BASE_URL = peers["telegram"].base_url
+    settings.DISCORD_API_BASE_URL = peers["discord"].base_url
+    settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK = True
+    channels._load.cache_clear()
+    yield peers
+    for channel in channels.configured().values():
+        channel.close()
+    channels._load.cache_clear()
+
+
+def addresses(user, peers) -> None:
+    ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    ChannelAddress.objects.create(user=user, channel="discord", address="2002")
+    hook = ChannelAddress.objects.create(
+        user=user, channel="webhook", address=peers["webhook"].url + "/hooks/v10r"
+    )
+    WebhookSecret.objects.create(address=hook, secret=peers["secret"])
+
+
+def test_the_channels_are_built_from_the_settings(wired):
+    assert isinstance(channels.get("telegram"), TelegramChannel)
+    assert channels.get("telegram").base_url == wired["telegram"].base_url
+    assert isinstance(channels.get("discord"), DiscordChannel)
+    assert isinstance(channels.get("webhook"), WebhookChannel)
+    assert channels.get("telegram").worst_case.total_seconds() == 11
+
+
+def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, user):
+    settings.TELEGRAM_BOT_TOKEN = ""
+    settings.DISCORD_BOT_TOKEN = TOKEN
+    channels._load.cache_clear()
+    try:
+        warnings = [m for m in checks.run_checks() if m.id == "notifications.W001"]
+        assert [w.msg.split(":")[0] for w in warnings] == [
+            "The telegram channel is configured but TELEGRAM_BOT_TOKEN is not set"
+        ]
+        ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+        enqueue.send_notification(
+            user=user,
+            type="t",
+            message_key="queue.demo",
+            params={"label": "x"},
+            channels=["telegram"],
+        )
+        worker.drain_once()
+        (row,) = NotificationDelivery.objects.all()
+        assert (row.status, row.error_code) == ("failed", "TELEGRAM_NO_TOKEN")
+    finally:
+        channels._load.cache_clear()
+
+
+def test_with_no_channels_named_the_users_addresses_choose(db, user, peers):
+    addresses(user, peers)
+    ChannelAddress.objects.filter(channel="discord").update(is_active=False)
+    notification = enqueue.send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": "x"}
+    )
+    assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
+        "email",
+        "telegram",
+        "webhook",
+    ]
+
+
+def test_a_user_with_nowhere_to_send_is_refused(db, django_user_model):
+    nobody = django_user_model.objects.create_user("nobody")  # no email either
+    with pytest.raises(ValueError, match="no email address and no active address"):
+        enqueue.send_notification(
+            user=nobody, type="t", message_key="queue.demo", params={"label": "x"}
+        )
+
+
+def test_a_blocked_bot_deactivates_the_address_and_says_why(db, user, wired):
+    addresses(user, wired)
+    wired["telegram"].behaviour = Behaviour.BLOCKED
+    enqueue.send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["telegram"]
+    )
+    worker.drain_once()
+    address = ChannelAddress.objects.get(channel="telegram")
+    assert not address.is_active
+    assert address.deactivated_at is not None
+    assert address.deactivated_reason.startswith("BOT_BLOCKED: ")
+    assert NotificationDelivery.objects.get().status == "failed"
+
+
+def test_a_gone_webhook_endpoint_is_switched_off(db, user, wired):
+    addresses(user, wired)
+    wired["webhook"].behaviour = Behaviour.GONE
+    enqueue.send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["webhook"]
+    )
+    worker.drain_once()
+    address = ChannelAddress.objects.get(channel="webhook")
+    assert not address.is_active
+    assert address.deactivated_reason.startswith("ENDPOINT_GONE: ")
+
+
+def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(db, user, wired):
+    addresses(user, wired)
+    new = signing.new_secret()
+    WebhookSecret.objects.update(secret=new, previous_secret=wired["secret"])
+    wired["webhook"].secrets = [new]  # the receiver has switched over already
+    enqueue.send_notification(
+        user=user,
+        type="welcome",
+        message_key="queue.demo",
+        params={"label": "x"},
+        channels=["webhook"],
+    )
+    worker.drain_once()
+    (request,) = wired["webhook"].requests
+    assert request.verified
+    assert len(request.headers["webhook-signature"].split()) == 2
+    body = request.json()
+    assert (body["type"], body["key"], body["params"]) == ("welcome", "queue.demo", {"label": "x"})
+    delivery = NotificationDelivery.objects.get()
+    assert request.headers["webhook-id"] == f"delivery-{delivery.pk}"
+
+
+def test_a_drain_process_delivers_a_mixed_batch_once_each(
+    transactional_db, django_user_model, peers, smtp_server
+):
+    users = [
+        django_user_model.objects.create_user(f"reader-{n}", email=f"reader-{n}@example.com")
+        for n in range(10)
+    ]
+    for user in users:
+        addresses(user, peers)
+        enqueue.send_notification(
+            user=user, type="t", message_key="queue.demo", params={"label": user.username}
+        )
+    assert NotificationDelivery.objects.count() == 40
+    drain = start_drain(
+        "--batch-size",
+        "25",
+        url=database_url(),
+        smtp_port=smtp_server.port,
+        extra_env={
+            "TELEGRAM_BOT_TOKEN": TOKEN,
+            "DISCORD_BOT_TOKEN": TOKEN,
+            "TELEGRAM_API_BASE_URL": peers["telegram"].base_url,
+            "DISCORD_API_BASE_URL": peers["discord"].base_url,
+            "DELIVERY_WEBHOOK_ALLOW_LOOPBACK": "1",
+        },
+    )
+    try:
+        done = poll(lambda: counts() == {"sent": 40}, seconds=90, every=0.3)
+    finally:
+        code, output = stop(drain)
+    assert done, (counts(), output[-3000:])
+    assert code == 0
+    assert len(smtp_server.mailbox.message_ids()) == 10
+    assert set(smtp_server.mailbox.message_ids().values()) == {1}
+    assert len(peers["telegram"].messages) == 10
+    assert len(peers["discord"].messages) == 10
+    hooks = peers["webhook"].requests
+    assert len(hooks) == 10 and all(r.verified for r in hooks)
+    assert len({r.headers["webhook-id"] for r in hooks}) == 10
