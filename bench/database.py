@@ -15,7 +15,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 BENCH_DB = "v10r_bench"
 
 
-def server_url() -> str:
+def server_url(name: str = BENCH_DB) -> str:
     """Return a URL of the server to benchmark on, with the bench database's name."""
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
@@ -26,13 +26,14 @@ def server_url() -> str:
         )
         url = f"postgres://postgres@{quote(str(socket_dir), safe='')}/postgres"
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DB}"))
+    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 def prepare_database(url: str) -> None:
+    name = urlsplit(url).path.lstrip("/") or BENCH_DB
     with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{BENCH_DB}"')
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
     migrate(url)
 
 

@@ -1,0 +1,169 @@
+"""Webhook deliveries per second: one drain_outbox process posting signed webhooks to a local
+receiver that answers at once, or after 20 ms (a receiver on another continent answers in
+about that much more), at the default batch size and concurrency.
+
+The receiver runs in this process (a thread per connection, keep-alive), the drain in its own,
+in a database of its own (v10r_bench_webhook). The rate is counted from the receiver's first
+request to its last, so the drain's start-up is not in it; each figure is the median of
+--runs.
+
+    make bench     # or: .venv/bin/python bench/webhook_throughput.py [--rows N] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import psycopg
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+from bench.database import environment, prepare_database, server_url  # noqa: E402
+
+LATENCIES_MS = (0, 20)
+
+FILL_SQL = """
+WITH reader AS (
+    INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
+                           is_staff, is_active, date_joined)
+    VALUES ('!', false, 'hook-reader', '', '', '', false, true, now())
+    RETURNING id
+),
+hook AS (
+    INSERT INTO notifications.channel_addresses (user_id, channel, address, is_active,
+                                                 created_at, deactivated_reason)
+    SELECT id, 'webhook', %(url)s, true, now(), '' FROM reader
+    RETURNING id, user_id
+),
+secret AS (
+    INSERT INTO notifications.webhook_secrets (address_id, secret, previous_secret)
+    SELECT id, %(secret)s, '' FROM hook
+),
+made AS (
+    INSERT INTO notifications.notifications (id, user_id, type, message_key, message_params,
+                                             action_url, created_at)
+    SELECT gen_random_uuid(), hook.user_id, 'bench', 'queue.demo', '{"label": "bench"}', '',
+           now()
+    FROM hook, generate_series(1, %(rows)s)
+    RETURNING id
+)
+INSERT INTO notifications.notification_deliveries (notification_id, channel)
+SELECT id, 'webhook' FROM made
+"""
+
+
+class Receiver:
+    """Answers every POST with 204 after latency seconds; notes when each arrived."""
+
+    def __init__(self, latency: float) -> None:
+        arrivals: list[float] = []
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if latency:
+                    time.sleep(latency)
+                with lock:
+                    arrivals.append(time.perf_counter())
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format, *args) -> None:  # noqa: A002
+                pass
+
+        self.arrivals = arrivals
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def one_run(url: str, rows: int, latency_ms: int) -> float:
+    from notifications.channels import signing
+
+    prepare_database(url)
+    receiver = Receiver(latency_ms / 1000)
+    try:
+        with psycopg.connect(url, autocommit=True) as db:
+            secret = signing.new_secret()
+            db.execute(FILL_SQL, {"url": receiver.url, "secret": secret, "rows": rows})
+        env = environment(url) | {
+            "DELIVERY_WEBHOOK_ALLOW_LOOPBACK": "1",
+            "V10R_CHANNELS": "webhook,demo",
+            "DELIVERY_INTERVAL_SECONDS": "0.5",
+        }
+        drain = subprocess.Popen(
+            [sys.executable, "manage.py", "drain_outbox"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 600
+            while len(receiver.arrivals) < rows and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            drain.terminate()
+            drain.wait(60)
+        if len(receiver.arrivals) < rows:
+            raise RuntimeError(f"only {len(receiver.arrivals)} of {rows} webhooks arrived")
+        with psycopg.connect(url) as db:
+            (sent,) = db.execute(
+                "SELECT count(*) FROM notifications.notification_deliveries WHERE status = 'sent'"
+            ).fetchone()
+        if sent != rows:
+            raise RuntimeError(f"{sent} of {rows} rows are sent")
+        span = receiver.arrivals[-1] - receiver.arrivals[0]
+        return (rows - 1) / span
+    finally:
+        receiver.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=3000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    if args.rows < 10 or args.runs < 1:
+        parser.error("--rows at least 10, --runs at least 1")
+    url = server_url("v10r_bench_webhook")
+    os.environ.update(environment(url))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    print(
+        f"\nWebhook deliveries per second, {args.rows:,} per run, median of {args.runs}; "
+        f"one drain_outbox, batch {settings.DELIVERY_BATCH_SIZE}, "
+        f"concurrency {settings.DELIVERY_CONCURRENCY}\n"
+    )
+    print("| receiver latency | deliveries/s | runs |")
+    print("| ---: | ---: | --- |")
+    for latency in LATENCIES_MS:
+        rates = [one_run(url, args.rows, latency) for _ in range(args.runs)]
+        runs = ", ".join(f"{r:.0f}" for r in rates)
+        print(f"| {latency} ms | {statistics.median(rates):.0f} | {runs} |")
+
+
+if __name__ == "__main__":
+    main()
