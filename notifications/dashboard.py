@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.utils import formats, timezone
+
 from notifications import heartbeat, stats
 
 
@@ -20,10 +22,15 @@ class Bar:
 
 CHART_WIDTH = 720
 CHART_HEIGHT = 160
+# Every third hour is labelled, below the chart in HTML: text inside the SVG would shrink with
+# it (to about 6 px on a phone), while these keep the page's font size at any width.
+LABEL_EVERY = 3
 
 
 def chart(hours: list[stats.Hour]) -> list[Bar]:
-    """Lay out the hourly counts as stacked bars in a CHART_WIDTH × CHART_HEIGHT box."""
+    """Lay out the hourly counts as stacked bars in a CHART_WIDTH × CHART_HEIGHT box.
+
+    Each bar's title is in the active language: an outcome's label and its count."""
     peak = max((h.total for h in hours), default=0) or 1
     step = CHART_WIDTH / len(hours)
     bars = []
@@ -35,22 +42,26 @@ def chart(hours: list[stats.Hour]) -> list[Bar]:
             if height:
                 y -= height
                 segments.append((outcome, round(y, 2), round(height, 2)))
-        title = f"{hour.start:%H:00} — " + ", ".join(
-            f"{outcome} {hour.counts[outcome]}" for outcome in stats.OUTCOMES
+        start = timezone.localtime(hour.start)
+        title = f"{start:%H:00} — " + ", ".join(
+            f"{outcome.label}: {formats.number_format(hour.counts[outcome], force_grouping=True)}"
+            for outcome in stats.OUTCOMES
         )
-        bars.append(Bar(round(index * step, 2), f"{hour.start:%H}", title, segments))
+        bars.append(Bar(round(index * step, 2), f"{start:%H}", title, segments))
     return bars
 
 
 def snapshot() -> dict:
     """Everything the dashboard shows, read in a handful of index-backed statements."""
     hours = stats.hourly()
+    bars = chart(hours)
     return {
         "depth": stats.queue_depth(),
         "loop": heartbeat.status(),
         "oldest_pending": stats.oldest_pending_age(),
         "health": stats.channel_health(),
-        "bars": chart(hours),
+        "bars": bars,
+        "hour_labels": [bar.label for bar in bars[::LABEL_EVERY]],
         "chart_width": CHART_WIDTH,
         "chart_height": CHART_HEIGHT,
         "bar_width": round(CHART_WIDTH / len(hours) - 2, 2),

@@ -9,16 +9,18 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils.html import format_html
-from django.utils.translation import get_language
+from django.utils.translation import get_language, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from notifications import catalogue
 from notifications.admin.lists import (
     BoundedCountPaginator,
     ChannelFilter,
+    CreatedFilter,
     ReadOnlyAdmin,
     StatusFilter,
 )
+from notifications.admin.wording import Worded
 from notifications.models import (
     Notification,
     NotificationDelivery,
@@ -44,9 +46,14 @@ class DeliveryInline(admin.TabularInline):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ReadOnlyAdmin):
+class NotificationAdmin(Worded, ReadOnlyAdmin):
+    list_title = _("Select a notification to view")
+    view_title = _("View notification")
+    search_title = _("Search notifications")
+    counted = ngettext_lazy("%(number)s notification", "%(number)s notifications", "count")
+    select_all = _("Select all %(number)s notifications")
     list_display = ("created_at", "type", "user", "message_key")
-    list_filter = (("created_at", admin.DateFieldListFilter),)
+    list_filter = (("created_at", CreatedFilter),)
     search_fields = ("=id", "=type", "user__username", "user__email")
     ordering = ("-created_at",)
     list_per_page = 50
@@ -55,7 +62,12 @@ class NotificationAdmin(ReadOnlyAdmin):
     inlines = [DeliveryInline]
 
 
-class DeliveryAdmin(ReadOnlyAdmin):
+class DeliveryAdmin(Worded, ReadOnlyAdmin):
+    list_title = _("Select a delivery to view")
+    view_title = _("View delivery")
+    search_title = _("Search deliveries")
+    counted = ngettext_lazy("%(number)s delivery", "%(number)s deliveries", "count")
+    select_all = _("Select all %(number)s deliveries")
     list_display = (
         "created_at",
         "channel",
@@ -66,7 +78,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
         "next_attempt_at",
         "error_code",
     )
-    list_filter = (StatusFilter, ChannelFilter, ("created_at", admin.DateFieldListFilter))
+    list_filter = (StatusFilter, ChannelFilter, ("created_at", CreatedFilter))
     search_fields = ("notification id, recipient or error code",)  # see get_search_results
     search_help_text = _(
         "A notification id, an error code (UPSTREAM_503), or part of a recipient's "

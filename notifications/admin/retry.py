@@ -4,24 +4,33 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_noop, ngettext, ngettext_lazy
 from django.views.decorators.http import require_POST
 
 from notifications import outbox
 from notifications.admin.deliveries import DeliveryAdmin
-from notifications.admin.lists import ChannelFilter, FailureCodeFilter
+from notifications.admin.lists import ChannelFilter, CreatedFilter, FailureCodeFilter
 from notifications.models import (
     FailedDelivery,
     NeedsAttention,
     NotificationDelivery,
     Status,
 )
+
+# The history's note for a retry, stored as this English msgid and translated when shown
+# (templates/admin/notifications/object_history.html). A LogEntry keeps its change message as
+# text written once, for every later reader: translated at write time it would stay in the
+# language of whoever retried. Django's JSON change messages are translated when shown, but
+# only say "Changed <fields>", which would not tell a retry from an edit.
+RETRIED = gettext_noop("Retried (requeued with a fresh budget).")
 
 
 class RetryMixin:
@@ -37,10 +46,33 @@ class RetryMixin:
         for delivery in deliveries:
             if outbox.retry(delivery_id=delivery.pk, include_failed=self.include_failed):
                 retried += 1
-                self.log_change(request, delivery, _("Retried (requeued with a fresh budget)."))
+                self.log_retry(request, delivery)
             else:
                 skipped += 1
         return retried, skipped
+
+    def log_retry(self, request, delivery) -> None:
+        """Record the retry against the delivery itself, not against this list's proxy.
+
+        After the retry the row is no longer dead, so the proxy's change page would answer
+        "doesn't exist"; the delivery's own page always has it. The stored name (str(), the
+        "#9 · email" of the model) holds no words, as it is written once for every language.
+        """
+        LogEntry.objects.create(
+            user_id=request.user.pk,
+            content_type=ContentType.objects.get_for_model(delivery, for_concrete_model=True),
+            object_id=str(delivery.pk),
+            object_repr=str(delivery)[:200],
+            action_flag=CHANGE,
+            change_message=RETRIED,
+        )
+
+    def history_view(self, request, object_id, extra_context=None):
+        # Retries are recorded against the delivery itself (log_retry), so its history is the
+        # one that has them; this list's own would stay empty.
+        return HttpResponseRedirect(
+            reverse("admin:notifications_notificationdelivery_history", args=[object_id])
+        )
 
     def report(self, request, retried: int, skipped: int) -> None:
         if retried:
@@ -62,11 +94,23 @@ DEAD_ROWS_NEED_NOT = {"attempts", "next_attempt_at"}
 
 @admin.register(NeedsAttention)
 class NeedsAttentionAdmin(RetryMixin, DeliveryAdmin):
-    list_filter = (ChannelFilter, ("created_at", admin.DateFieldListFilter))
+    list_title = _("Select a delivery needing attention to view")
+    view_title = _("View delivery needing attention")
+    search_title = _("Search deliveries needing attention")
+    counted = ngettext_lazy(
+        "%(number)s delivery needs attention", "%(number)s deliveries need attention", "count"
+    )
+    select_all = _("Select all %(number)s deliveries needing attention")
+    list_filter = (ChannelFilter, ("created_at", CreatedFilter))
     actions = ["retry_selected"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).needs_attention()
+
+    def changelist_title(self, request) -> str:
+        if self.has_retry_permission(request):
+            return _("Select a delivery needing attention to view or retry")
+        return self.list_title
 
     def get_urls(self):
         urls = super().get_urls()
@@ -113,7 +157,12 @@ class NeedsAttentionAdmin(RetryMixin, DeliveryAdmin):
 
 @admin.register(FailedDelivery)
 class FailedDeliveryAdmin(RetryMixin, DeliveryAdmin):
-    list_filter = (ChannelFilter, FailureCodeFilter, ("created_at", admin.DateFieldListFilter))
+    list_title = _("Select a failed delivery to view")
+    view_title = _("View failed delivery")
+    search_title = _("Search failed deliveries")
+    counted = ngettext_lazy("%(number)s failed delivery", "%(number)s failed deliveries", "count")
+    select_all = _("Select all %(number)s failed deliveries")
+    list_filter = (ChannelFilter, FailureCodeFilter, ("created_at", CreatedFilter))
     actions = ["retry_failed"]
     include_failed = True
 

@@ -65,3 +65,55 @@ def test_the_staff_console_loads_without_a_csp_violation(site, page, django_user
     assert response.status == 200
     page.wait_for_load_state("networkidle")
     assert csp_violations(page) == []
+
+
+RETRIED = {
+    "": ("Delivery", "View delivery", "Retried (requeued with a fresh budget)."),
+    "/ru": (
+        "Доставка",
+        "Просмотр доставки",
+        "Повторено (возвращено в очередь с новым запасом попыток).",
+    ),
+}
+
+
+@pytest.mark.parametrize("language", ["", "/ru"], ids=["en", "ru"])
+@pytest.mark.parametrize("how", ["button", "action"])
+def test_recent_actions_lead_from_a_retry_to_the_deliverys_own_page(
+    site, page, django_user_model, language, how
+):
+    recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
+    [delivery_id] = make_deliveries(recipient, 1, channel="email")
+    finish([delivery_id], status="dead")
+    member = django_user_model.objects.create_user(
+        "fixer", password="a-long-password-1", is_staff=True
+    )
+    for codename in ("view_needsattention", "view_notificationdelivery", "retry_delivery"):
+        member.user_permissions.add(Permission.objects.get(codename=codename))
+    kind, title, note = RETRIED[language]
+
+    log_in(page, site, username="fixer", password="a-long-password-1")
+    page.goto(f"{site.url}{language}/admin/notifications/needsattention/")
+    if how == "button":
+        page.click(".retry-button")
+    else:
+        page.check(f'input[name="_selected_action"][value="{delivery_id}"]')
+        page.select_option('select[name="action"]', "retry_selected")
+        page.click('.actions button[name="index"]')
+    page.wait_for_selector(".messagelist .success")
+
+    page.goto(f"{site.url}{language}/admin/")
+    entry = page.locator("#recent-actions-module .actionlist li").first
+    assert entry.locator("a").text_content().strip() == f"#{delivery_id} · email"
+    assert entry.locator(".mini").text_content().strip() == kind
+    entry.locator("a").click()
+    page.wait_for_load_state()
+    # The delivery's own page, not the Needs attention list's, which no longer has the row.
+    assert page.url == (
+        f"{site.url}{language}/admin/notifications/notificationdelivery/{delivery_id}/change/"
+    )
+    assert page.locator(".messagelist li").count() == 0
+    assert page.text_content("#content h1") == title
+    page.click(".historylink")
+    assert page.text_content("[data-change-message]") == note
+    assert csp_violations(page) == []

@@ -1,4 +1,9 @@
-"""Needs attention at desktop widths: the Retry button is in view without scrolling sideways."""
+"""The staff console's layout, measured in Chromium from a phone (390 px) to a desktop (1280,
+1440 px), light and dark, in English and Russian (whose words are longer): nothing wider than
+the window, Retry in view, no word broken in two, and the chart's hour labels readable.
+
+Each test saves a screenshot in its tmp_path, so a failing run can be looked at.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,68 @@ from tests.helpers import finish, make_deliveries
 
 pytestmark = pytest.mark.browser
 
+# Every element whose right edge is past the window and that no scrolling or clipping box
+# holds: what makes the page scroll sideways, or what is cut off by the window's edge.
+OVERFLOWING = """() => {
+  const held = (element) => {
+    for (let box = element.parentElement; box && box !== document.body; box = box.parentElement) {
+      if (/auto|scroll|hidden|clip/.test(getComputedStyle(box).overflowX)) return true;
+    }
+    return false;
+  };
+  const name = (element) => element.tagName.toLowerCase() + (element.id ? "#" + element.id : "")
+    + [...element.classList].map((c) => "." + c).join("");
+  const found = [];
+  for (const element of document.body.querySelectorAll("*")) {
+    const box = element.getBoundingClientRect();
+    if (box.width === 0 && box.height === 0) continue;
+    if (box.right > window.innerWidth + 0.5 && !held(element)) {
+      const path = [];
+      for (let e = element; e && e !== document.body; e = e.parentElement) path.unshift(name(e));
+      found.push(`${path.slice(-4).join(" > ")}: right edge at ${Math.round(box.right)} px`);
+    }
+  }
+  return found;
+}"""
 
-@pytest.mark.parametrize("width", [1280, 1440])
-def test_retry_is_visible_without_scrolling_sideways(site, page, django_user_model, width):
+# Words laid out on two lines (a word broken inside itself), among the text under selector;
+# elements matching allowed (the long codes) may break.
+BROKEN_WORDS = """([selector, allowed]) => {
+  const broken = [];
+  for (const root of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (allowed && node.parentElement.closest(allowed)) continue;
+      if (node.parentElement.closest(".visually-hidden")) continue;  // a 1 px box, by design
+      for (const match of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (lines.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+LAYOUTS = [
+    pytest.param(390, "light", id="390-light"),
+    pytest.param(390, "dark", id="390-dark"),
+    pytest.param(1280, "light", id="1280-light"),
+    pytest.param(1280, "dark", id="1280-dark"),
+    pytest.param(1440, "light", id="1440-light"),
+]
+LANGUAGES = [pytest.param("", id="en"), pytest.param("/ru", id="ru")]
+
+
+@pytest.fixture
+def fixer(django_user_model):
+    """Three dead rows carrying what real ones do (a provider's long error), and a staff
+    member who may retry them."""
     recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
     ids = make_deliveries(recipient, 3, channel="email")
     finish(ids, status="dead")
-    # What a real dead row carries: a provider's long error, with long words in it.
     NotificationDelivery.objects.filter(pk__in=ids).update(
         error_code="SMTP_UNAVAILABLE_AFTER_RETRIES",
         error_message="Connection unexpectedly closed: " + "x" * 300,
@@ -27,17 +87,102 @@ def test_retry_is_visible_without_scrolling_sideways(site, page, django_user_mod
     )
     for codename in ("view_needsattention", "view_notificationdelivery", "retry_delivery"):
         member.user_permissions.add(Permission.objects.get(codename=codename))
+    return member
 
+
+def open_as_fixer(page, site, *, width: int, scheme: str, path: str) -> None:
     page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)
     log_in(page, site, username="fixer", password="a-long-password-1")
-    page.goto(site.url + "/admin/notifications/needsattention/")
-    box = page.wait_for_selector(".retry-button").bounding_box()
+    page.goto(site.url + path)
+    page.wait_for_load_state("networkidle")
+
+
+def assert_fits_the_window(page) -> None:
+    assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth"), (
+        page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+    )
+    assert page.evaluate(OVERFLOWING) == []
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize(("width", "scheme"), LAYOUTS)
+def test_retry_is_in_view_and_nothing_is_wider_than_the_window(
+    site, page, fixer, tmp_path, width, scheme, language
+):
+    open_as_fixer(
+        page,
+        site,
+        width=width,
+        scheme=scheme,
+        path=f"{language}/admin/notifications/needsattention/",
+    )
+    page.screenshot(path=tmp_path / f"needs-attention-{width}-{scheme}.png", full_page=True)
+    button = page.locator("#result_list .retry-button").first
+    # Scroll the window down to the row (never sideways), and measure where Retry is drawn.
+    page.evaluate(
+        "(b) => window.scrollTo(0, b.getBoundingClientRect().top + window.scrollY - 200)",
+        button.element_handle(),
+    )
+    box = button.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
     assert box["height"] >= 24 and box["width"] >= 44, box  # a target a hand can hit
-    # Nothing wider than the window, and the list not scrolling inside its own box either.
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # Drawn there, not clipped away by the list's own scrolling box or covered.
+    centre = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     assert page.evaluate(
-        "[...document.querySelectorAll('#result_list')].every("
-        "t => t.getBoundingClientRect().right <= window.innerWidth "
-        "&& t.scrollWidth <= t.parentElement.clientWidth + 1)"
+        "([x, y]) => !!document.elementFromPoint(x, y)?.closest('.retry-button')", centre
     )
+    assert_fits_the_window(page)
+    # Words stay whole; only the long codes and titles may break inside one.
+    assert page.evaluate(BROKEN_WORDS, ["#result_list", ".field-error_code, .field-title"]) == []
+    if width >= 1280:
+        # At desktop widths the list does not scroll inside its own box either.
+        assert page.evaluate(
+            "[...document.querySelectorAll('#result_list')].every("
+            "t => t.getBoundingClientRect().right <= window.innerWidth "
+            "&& t.scrollWidth <= t.parentElement.clientWidth + 1)"
+        )
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize(("width", "scheme"), LAYOUTS)
+def test_the_dashboard_fits_the_window(site, page, fixer, tmp_path, width, scheme, language):
+    open_as_fixer(page, site, width=width, scheme=scheme, path=f"{language}/admin/")
+    page.screenshot(path=tmp_path / f"dashboard-{width}-{scheme}.png", full_page=True)
+    assert page.locator(".queue-dashboard").is_visible()
+    assert_fits_the_window(page)
+    assert page.evaluate(BROKEN_WORDS, [".queue-dashboard", None]) == []
+    # A channel's health is in view without scrolling its table sideways.
+    health = page.locator(".channel-health [data-health]").first.bounding_box()
+    assert health["x"] >= 0 and health["x"] + health["width"] <= width, health
+
+
+# The rendered height of each hour label's text: its glyphs' box, as drawn, whatever scaling
+# the chart gets. Also where each label starts, and where its bar starts (the label for hour
+# 3·i sits under bar 3·i: the bar's x in the SVG, scaled to the drawn chart).
+HOUR_LABELS = """() => {
+  const svg = document.querySelector(".hourly svg");
+  const chart = svg.getBoundingClientRect();
+  const scale = chart.width / svg.viewBox.baseVal.width;
+  return [...document.querySelectorAll(".hourly .hour-label")].map((label, i) => {
+    const range = document.createRange();
+    range.selectNodeContents(label);
+    const text = range.getBoundingClientRect();
+    return {text: label.textContent.trim(), height: text.height, left: text.left,
+            bar: chart.left + i * 3 * (svg.viewBox.baseVal.width / 24) * scale};
+  });
+}"""
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_charts_hour_labels_are_readable_and_under_their_bars(
+    site, page, fixer, tmp_path, width, language
+):
+    open_as_fixer(page, site, width=width, scheme="light", path=f"{language}/admin/")
+    page.locator(".hourly").screenshot(path=tmp_path / f"chart-{width}.png")
+    labels = page.evaluate(HOUR_LABELS)
+    assert len(labels) == 8  # every third of 24 hours
+    assert all(label["text"].isdigit() and len(label["text"]) == 2 for label in labels), labels
+    assert min(label["height"] for label in labels) >= 11, labels
+    assert all(abs(label["left"] - label["bar"]) <= 3 for label in labels), labels

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
@@ -13,6 +15,7 @@ from tests.helpers import execute, finish, make_deliveries, mark_failed, mark_se
 NEEDS = "/admin/notifications/needsattention/"
 FAILED = "/admin/notifications/faileddelivery/"
 DELIVERIES = "/admin/notifications/notificationdelivery/"
+NOTIFICATIONS = "/admin/notifications/notification/"
 
 
 @pytest.fixture
@@ -249,3 +252,265 @@ def test_a_filter_value_no_column_could_hold_finds_nothing_instead_of_failing(
 )
 def test_a_search_with_a_nul_byte_is_answered(admin_client, dead, path):
     assert admin_client.get(path).status_code == 200
+
+
+# --- What the history says about a retry ------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["button", "action"])
+def test_a_retry_is_recorded_against_the_delivery_whose_page_still_has_it(admin_client, dead, how):
+    if how == "button":
+        admin_client.post(NEEDS + f"{dead[0]}/retry/")
+    else:
+        admin_client.post(NEEDS, {"action": "retry_selected", "_selected_action": [dead[0]]})
+    entry = LogEntry.objects.get(object_id=str(dead[0]))
+    # Not the Needs attention proxy, whose page no longer finds a row that is not dead.
+    assert entry.content_type.model_class() is NotificationDelivery
+    assert entry.get_admin_url() == DELIVERIES + f"{dead[0]}/change/"
+    page = admin_client.get(entry.get_admin_url())
+    assert page.status_code == 200
+    # A name without words or a status: it is stored once, and read in any language later.
+    assert entry.object_repr == f"#{dead[0]} · recording"
+
+
+@pytest.mark.parametrize(
+    ("retried_in", "read_in", "note"),
+    [
+        ("", "", "Retried (requeued with a fresh budget)."),
+        ("", "/ru", "Повторено (возвращено в очередь с новым запасом попыток)."),
+        ("", "/de", "Wiederholt (mit frischem Budget neu eingereiht)."),
+        ("/ru", "", "Retried (requeued with a fresh budget)."),
+    ],
+)
+def test_the_history_tells_of_a_retry_in_the_readers_language(
+    admin_client, dead, retried_in, read_in, note
+):
+    admin_client.post(f"{retried_in}{NEEDS}{dead[0]}/retry/")
+    body = admin_client.get(f"{read_in}{DELIVERIES}{dead[0]}/history/").content.decode()
+    assert f"<td data-change-message>{note}</td>" in body
+
+
+def test_a_dead_rows_history_on_needs_attention_is_the_deliverys_own(admin_client, dead):
+    admin_client.post(NEEDS + f"{dead[0]}/retry/")
+    # Dead again (its fresh budget spent), so back on Needs attention.
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'dead' WHERE id = %s",
+        [dead[0]],
+    )
+    response = admin_client.get(NEEDS + f"{dead[0]}/history/", follow=True)
+    assert response.redirect_chain == [(DELIVERIES + f"{dead[0]}/history/", 302)]
+    assert "Retried (requeued with a fresh budget)." in response.content.decode()
+
+
+# --- Grammar: whole sentences per list, counts in the right plural form ----------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix", "title"),
+    [
+        (NEEDS, "", "Select a delivery needing attention to view or retry"),
+        (NEEDS, "/ru", "Выберите доставку, требующую внимания, чтобы просмотреть или повторить её"),
+        (
+            NEEDS,
+            "/de",
+            "Zustellung, die Aufmerksamkeit braucht, zum Ansehen oder Wiederholen auswählen",
+        ),
+        (FAILED, "", "Select a failed delivery to view"),
+        (FAILED, "/ru", "Выберите неудавшуюся доставку для просмотра"),
+        (FAILED, "/de", "Fehlgeschlagene Zustellung zum Ansehen auswählen"),
+        (DELIVERIES, "", "Select a delivery to view"),
+        (DELIVERIES, "/ru", "Выберите доставку для просмотра"),
+        (DELIVERIES, "/de", "Zustellung zum Ansehen auswählen"),
+        (NOTIFICATIONS, "/ru", "Выберите уведомление для просмотра"),
+        (NOTIFICATIONS, "/de", "Benachrichtigung zum Ansehen auswählen"),
+    ],
+)
+def test_each_list_is_titled_in_a_sentence_of_its_own(admin_client, dead, path, prefix, title):
+    response = admin_client.get(prefix + path)
+    assert response.context["title"] == title
+    assert f"<h1>{title}</h1>" in response.content.decode()
+    assert f"<title>{title} |" in response.content.decode()
+
+
+def test_needs_attention_offers_to_retry_in_its_title_only_to_who_may(as_role, dead):
+    response = as_role("staff").get("/ru" + NEEDS)
+    assert response.context["title"] == "Выберите доставку, требующую внимания, для просмотра"
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix", "title"),
+    [
+        (NEEDS, "/ru", "Просмотр доставки, требующей внимания"),
+        (NEEDS, "/de", "Zustellung ansehen, die Aufmerksamkeit braucht"),
+        (DELIVERIES, "", "View delivery"),
+        (DELIVERIES, "/ru", "Просмотр доставки"),
+        (DELIVERIES, "/de", "Zustellung ansehen"),
+    ],
+)
+def test_each_delivery_page_is_titled_in_a_sentence_of_its_own(
+    admin_client, dead, path, prefix, title
+):
+    response = admin_client.get(f"{prefix}{path}{dead[0]}/change/")
+    body = response.content.decode()
+    assert f"<h1>{title}</h1>" in body
+    assert f"<h2>#{dead[0]} · recording</h2>" in body  # the subtitle: the row's own name
+
+
+@pytest.mark.parametrize(
+    ("prefix", "title"),
+    [
+        ("/ru", "Просмотр неудавшейся доставки"),
+        ("/de", "Fehlgeschlagene Zustellung ansehen"),
+    ],
+)
+def test_a_failed_deliverys_page_is_titled_in_a_sentence_of_its_own(
+    admin_client, failed, prefix, title
+):
+    body = admin_client.get(f"{prefix}{FAILED}{failed[0]}/change/").content.decode()
+    assert f"<h1>{title}</h1>" in body
+
+
+def result_count(body: str) -> str:
+    [count] = re.findall(r"<span data-result-count>(.*?)</span>", body, re.S)
+    return re.sub(r"[ \t\n]+", " ", count).strip()  # no-break spaces are kept: they group
+
+
+@pytest.mark.parametrize(
+    ("rows", "prefix", "needing_attention", "deliveries"),
+    [
+        (1, "", "1 delivery needs attention", "1 delivery"),
+        (12, "", "12 deliveries need attention", "12 deliveries"),
+        # Russian: one for 1, 21, 31…; few for 2–4, 22–24…; many for 5–20, 25–30…
+        (1, "/ru", "1 доставка требует внимания", "1 доставка"),
+        (3, "/ru", "3 доставки требуют внимания", "3 доставки"),
+        (12, "/ru", "12 доставок требуют внимания", "12 доставок"),
+        (21, "/ru", "21 доставка требует внимания", "21 доставка"),
+        (1, "/de", "1 Zustellung braucht Aufmerksamkeit", "1 Zustellung"),
+        (12, "/de", "12 Zustellungen brauchen Aufmerksamkeit", "12 Zustellungen"),
+    ],
+)
+def test_counts_take_the_plural_form_their_number_asks_for(
+    admin_client, user, rows, prefix, needing_attention, deliveries
+):
+    finish(make_deliveries(user, rows), status="dead")
+    assert result_count(admin_client.get(prefix + NEEDS).content.decode()) == needing_attention
+    listed = admin_client.get(prefix + DELIVERIES + "?status=dead").content.decode()
+    assert result_count(listed) == deliveries
+
+
+@pytest.mark.parametrize(
+    ("prefix", "failed_count", "notification_count"),
+    [
+        ("/ru", "5 неудавшихся доставок", "5 уведомлений"),
+        ("/de", "5 fehlgeschlagene Zustellungen", "5 Benachrichtigungen"),
+    ],
+)
+def test_every_list_counts_in_its_own_words(
+    admin_client, user, prefix, failed_count, notification_count
+):
+    finish(make_deliveries(user, 5), status="failed")
+    assert result_count(admin_client.get(prefix + FAILED).content.decode()) == failed_count
+    listed = admin_client.get(prefix + NOTIFICATIONS).content.decode()
+    assert result_count(listed) == notification_count
+
+
+@pytest.mark.parametrize(
+    ("prefix", "estimated", "capped"),
+    [
+        ("", "≈ 1,234 deliveries", "more than 1,000 deliveries"),
+        ("/ru", "≈ 1\u00a0234 доставки", "более 1\u00a0000 доставок"),
+        ("/de", "≈ 1.234 Zustellungen", "mehr als 1.000 Zustellungen"),
+    ],
+)
+def test_large_counts_are_grouped_the_languages_way(
+    admin_client, user, monkeypatch, prefix, estimated, capped
+):
+    from notifications.admin.lists import BoundedCountPaginator
+
+    monkeypatch.setattr(BoundedCountPaginator, "CAP", 1000)
+    insert_dead_rows(user, 1234)
+    execute("ANALYZE notifications.notification_deliveries")
+    assert result_count(admin_client.get(prefix + DELIVERIES).content.decode()) == (
+        f'<abbr title="{ESTIMATED[prefix]}">{estimated}</abbr>'
+    )
+    filtered = admin_client.get(prefix + DELIVERIES + "?status=dead").content.decode()
+    assert result_count(filtered) == capped
+
+
+ESTIMATED = {
+    "": "estimated from the table's statistics, not counted",
+    "/ru": "оценка по статистике таблицы, без подсчёта",
+    "/de": "aus der Tabellenstatistik geschätzt, nicht gezählt",
+}
+
+
+def insert_dead_rows(user, count: int) -> None:
+    """count dead deliveries (one notification each) in two statements, for counts that are
+    too many to drive through the outbox one claim at a time."""
+    execute(
+        "INSERT INTO notifications.notifications (id, user_id, type, message_key, "
+        "message_params, action_url) SELECT gen_random_uuid(), %s, 'bulk', 'queue.demo', "
+        "'{}', '' FROM generate_series(1, %s)",
+        [user.pk, count],
+    )
+    execute(
+        "INSERT INTO notifications.notification_deliveries "
+        "(notification_id, channel, status, attempts) "
+        "SELECT id, 'recording', 'dead', 5 FROM notifications.notifications WHERE type = 'bulk'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "select_all"),
+    [
+        ("", "Select all 3 deliveries needing attention"),
+        ("/ru", "Выбрать все доставки, требующие внимания (3)"),
+        ("/de", "Alle 3 Zustellungen auswählen, die Aufmerksamkeit brauchen"),
+    ],
+)
+def test_select_all_names_the_list_in_its_own_words(
+    admin_client, user, monkeypatch, prefix, select_all
+):
+    from notifications.admin.retry import NeedsAttentionAdmin
+
+    monkeypatch.setattr(NeedsAttentionAdmin, "list_per_page", 2)  # more rows than a page holds
+    finish(make_deliveries(user, 3), status="dead")
+    body = admin_client.get(prefix + NEEDS).content.decode()
+    assert f'<a role="button" href="#">{select_all}</a>' in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "blank", "run", "by_date", "search"),
+    [
+        (
+            "",
+            "- Select an option -",
+            "Run",
+            "By creation date",
+            "Search deliveries needing attention",
+        ),
+        (
+            "/ru",
+            "- Выберите вариант -",
+            "Запустить",
+            "дата создания",  # Django's Russian heads a filter with its name alone
+            "Поиск доставок, требующих внимания",
+        ),
+        (
+            "/de",
+            "- Bitte auswählen -",
+            "Ausführen",
+            "Nach Erstellungsdatum",
+            "Zustellungen durchsuchen, die Aufmerksamkeit brauchen",
+        ),
+    ],
+)
+def test_the_list_around_the_rows_speaks_the_admins_language(
+    admin_client, dead, prefix, blank, run, by_date, search
+):
+    body = admin_client.get(prefix + NEEDS).content.decode()
+    text = " ".join(re.sub(r"<[^>]+>", " ", body).split())
+    assert f'<option value="" selected>{blank}</option>' in body
+    assert f">{run}</button>" in body
+    assert by_date in text
+    assert f'<h2 id="changelist-search-form" class="visually-hidden">{search}</h2>' in body

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import itertools
 import re
 from datetime import timedelta
 
 import pytest
+from django.utils import translation
 
 from notifications import dashboard, heartbeat, outbox, stats
 from tests.helpers import execute, make_deliveries, mark_failed, mark_sent
@@ -88,3 +90,72 @@ def test_the_dashboard_speaks_the_admins_language(admin_client, prefix, title, h
     body = admin_client.get(prefix + "/admin/").content.decode()
     assert title in body
     assert health in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "oldest"),
+    [
+        ("", "1\u00a0min 9\u00a0s"),
+        ("/ru", "1\u00a0мин 9\u00a0с"),
+        ("/de", "1\u00a0Min. 9\u00a0s"),
+    ],
+)
+def test_the_oldest_pending_age_reads_as_a_duration(admin_client, user, prefix, oldest):
+    [delivery_id] = make_deliveries(user, 1)
+    execute(
+        "UPDATE notifications.notification_deliveries "
+        "SET created_at = now() - interval '69 seconds' WHERE id = %s",
+        [delivery_id],
+    )
+    body = admin_client.get(prefix + "/admin/").content.decode()
+    assert f'<dd data-count="oldest">{oldest}</dd>' in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "dead", "interval"),
+    [
+        ("", "1,234", "every 0.5 s"),
+        ("/ru", "1\u00a0234", "каждые 0,5 с"),
+        ("/de", "1.234", "alle 0,5 s"),
+    ],
+)
+def test_numbers_are_grouped_and_decimals_separated_the_languages_way(
+    admin_client, user, prefix, dead, interval
+):
+    from tests.notifications.test_admin import insert_dead_rows
+
+    insert_dead_rows(user, 1234)
+    heartbeat.beat(worker="box:1", interval=timedelta(seconds=0.5), report={})
+    body = admin_client.get(prefix + "/admin/").content.decode()
+    assert f'<dd data-count="dead">{dead}</dd>' in body
+    assert interval in body
+
+
+@pytest.mark.parametrize(
+    ("language", "title"),
+    [
+        ("en", "sent: 2, retrying: 0, failed: 1, dead: 0"),
+        ("ru", "отправлено: 2, повтор: 0, не доставлено: 1, исчерпано: 0"),
+        ("de", "gesendet: 2, Wiederholung: 0, fehlgeschlagen: 1, aufgegeben: 0"),
+    ],
+)
+def test_a_bars_title_names_its_outcomes_in_the_admins_language(db, user, language, title):
+    ids = make_deliveries(user, 3)
+    claims = {c.id: c for c in outbox.claim(batch_size=3)}
+    for delivery_id in ids[:2]:
+        mark_sent(claims[delivery_id], provider_message_id="m")
+    mark_failed(claims[ids[2]], code="BAD", message="x", retryable=False)
+    with translation.override(language):
+        bars = dashboard.chart(stats.hourly())
+    assert bars[-1].title == f"{bars[-1].label}:00 — {title}"
+
+
+def test_every_third_hour_is_labelled_below_the_chart(admin_client):
+    body = admin_client.get("/admin/").content.decode()
+    [axis] = re.findall(r'<ol class="hour-axis"[^>]*>(.*?)</ol>', body)
+    labels = re.findall(r'<li class="hour-label">(\d\d)</li>', axis)
+    hours = [int(label) for label in labels]
+    assert len(hours) == 8
+    assert all((later - earlier) % 24 == 3 for earlier, later in itertools.pairwise(hours))
+    # Drawn in HTML, where the page's font size holds, not as SVG text that scales down.
+    assert "<text" not in body.split('class="hourly"')[1].split("</figure>")[0]
