@@ -1,0 +1,150 @@
+"""Where users receive the channels other than email: their Telegram chats, Discord users and
+webhook endpoints, which staff can see, correct and switch back on, with each webhook's
+signing secrets (masked; rotated with the previous one still valid)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_noop, ngettext_lazy
+from django.utils.translation import gettext_lazy as _
+
+from notifications.admin.wording import Worded
+from notifications.channels import netguard, signing
+from notifications.channels.discord import _SNOWFLAKE
+from notifications.channels.telegram import _CHAT_ID
+from notifications.models import ChannelAddress, DatabaseNow, WebhookSecret
+
+# Stored as a message id, translated when the history is read (object_history.html).
+ROTATED = gettext_noop("Rotated the webhook secret.")
+
+
+def masked(secret: str) -> str:
+    """Enough of a secret to tell two apart, never enough to use: whsec_…1a2b."""
+    return f"{signing.PREFIX}…{secret[-4:]}" if secret else "—"
+
+
+class ChannelAddressForm(forms.ModelForm):
+    class Meta:
+        model = ChannelAddress
+        fields = ("user", "channel", "address", "is_active")
+
+    channel = forms.ChoiceField(label=_("channel"))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        choices = [(n, n) for n in settings.DELIVERY_CHANNELS if n not in {"email", "demo"}]
+        self.fields["channel"].choices = choices
+
+    def clean(self):
+        data = super().clean()
+        channel, address = data.get("channel"), (data.get("address") or "").strip()
+        if channel == "telegram" and not _CHAT_ID.fullmatch(address):
+            self.add_error("address", _("A Telegram chat id is a number, or @ and a name."))
+        elif channel == "discord" and not _SNOWFLAKE.fullmatch(address):
+            self.add_error("address", _("A Discord user id is a number of up to 20 digits."))
+        elif channel == "webhook":
+            try:
+                netguard.parse_url(address)
+            except netguard.Refused as exc:
+                self.add_error("address", str(exc))
+        data["address"] = address
+        return data
+
+
+class WebhookSecretInline(admin.StackedInline):
+    model = WebhookSecret
+    fields = ("current", "previous", "rotated_at")
+    readonly_fields = fields
+    can_delete = False
+    extra = 0
+    max_num = 0  # made and rotated by the actions, never typed in
+
+    @admin.display(description=_("secret"))
+    def current(self, obj):
+        return masked(obj.secret)
+
+    @admin.display(description=_("previous secret"))
+    def previous(self, obj):
+        return masked(obj.previous_secret)
+
+
+@admin.register(ChannelAddress)
+class ChannelAddressAdmin(Worded, admin.ModelAdmin):
+    list_title = _("Select a channel address to change")
+    view_title = _("Change channel address")
+    search_title = _("Search channel addresses")
+    counted = ngettext_lazy("%(number)s channel address", "%(number)s channel addresses", "count")
+    select_all = _("Select all %(number)s channel addresses")
+    form = ChannelAddressForm
+    list_display = ("user", "channel", "address", "state", "deactivated_at", "deactivated_reason")
+    list_filter = ("channel", "is_active")
+    search_fields = ("user__username", "user__email", "address")
+    readonly_fields = ("created_at", "deactivated_at", "deactivated_reason")
+    list_select_related = ("user",)
+    inlines = [WebhookSecretInline]
+    actions = ["rotate_webhook_secret", "drop_previous_webhook_secret"]
+
+    def has_add_permission(self, request, obj=None):
+        return admin.ModelAdmin.has_add_permission(self, request)
+
+    def has_change_permission(self, request, obj=None):
+        return admin.ModelAdmin.has_change_permission(self, request, obj)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        title = self.view_title if object_id else _("Add channel address")
+        return admin.ModelAdmin.changeform_view(
+            self, request, object_id, form_url, {"title": title, **(extra_context or {})}
+        )
+
+    @admin.display(description=_("active"), boolean=False)
+    def state(self, obj):
+        if obj.is_active:
+            return format_html('<span class="health health-healthy">{}</span>', gettext("active"))
+        return format_html(
+            '<span class="health health-unhealthy">{}</span>', gettext("deactivated")
+        )
+
+    def save_model(self, request, obj, form, change):
+        # Switched back on by staff: what switched it off is history, kept in the log.
+        if obj.is_active and obj.deactivated_at:
+            obj.deactivated_at, obj.deactivated_reason = None, ""
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description=_("Rotate the webhook secret (the old one stays valid)"))
+    def rotate_webhook_secret(self, request, queryset):
+        for address in queryset.filter(channel="webhook"):
+            new = signing.new_secret()
+            row, made = WebhookSecret.objects.get_or_create(
+                address=address, defaults={"secret": new}
+            )
+            if not made:
+                WebhookSecret.objects.filter(pk=row.pk).update(
+                    previous_secret=row.secret, secret=new, rotated_at=DatabaseNow()
+                )
+            self.log_change(request, address, ROTATED)
+            # Shown once, here: the receiver needs it, and the page never shows it again.
+            self.message_user(
+                request,
+                format_html(
+                    "{} <code>{}</code>",
+                    gettext("New secret for %(address)s, shown only now:")
+                    % {"address": address.address},
+                    new,
+                ),
+                messages.SUCCESS,
+            )
+
+    @admin.action(description=_("Drop the previous webhook secret"))
+    def drop_previous_webhook_secret(self, request, queryset):
+        dropped = WebhookSecret.objects.filter(
+            address__in=queryset.filter(channel="webhook")
+        ).exclude(previous_secret="")
+        count = dropped.update(previous_secret="")
+        self.message_user(
+            request,
+            gettext("Previous secrets dropped: %(count)d.") % {"count": count},
+            messages.SUCCESS,
+        )
