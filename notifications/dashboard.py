@@ -51,6 +51,12 @@ def chart(hours: list[stats.Hour]) -> list[Bar]:
     return bars
 
 
+def probeable() -> set[str]:
+    from notifications import channels
+
+    return {name for name, c in channels.configured().items() if hasattr(c, "probe")}
+
+
 def snapshot() -> dict:
     """Everything the dashboard shows, read in a handful of index-backed statements."""
     hours = stats.hourly()
@@ -60,6 +66,8 @@ def snapshot() -> dict:
         "loop": heartbeat.status(),
         "oldest_pending": stats.oldest_pending_age(),
         "health": stats.channel_health(),
+        # Channels whose provider has an identity endpoint to call: the "Probe" buttons.
+        "probes": probeable(),
         "bars": bars,
         "hour_labels": [bar.label for bar in bars[::LABEL_EVERY]],
         "chart_width": CHART_WIDTH,

@@ -7,12 +7,17 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_noop, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
+from notifications import channels
 from notifications.admin.wording import Worded
 from notifications.channels import netguard, signing
+from notifications.channels.base import ChannelError
 from notifications.channels.discord import _SNOWFLAKE
 from notifications.channels.telegram import _CHAT_ID
 from notifications.models import ChannelAddress, DatabaseNow, WebhookSecret
@@ -86,6 +91,42 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
     list_select_related = ("user",)
     inlines = [WebhookSecretInline]
     actions = ["rotate_webhook_secret", "drop_previous_webhook_secret"]
+
+    def get_urls(self):
+        probe = path(
+            "probe/<str:name>/",
+            self.admin_site.admin_view(self.probe_view),
+            name="notifications_channel_probe",
+        )
+        return [probe, *super().get_urls()]
+
+    def probe_view(self, request, name: str):
+        """Ask a channel's provider who we are (Telegram's getMe, Discord's users/@me), and
+        say how long the round trip took: the dashboard's "Probe" button."""
+        if request.method != "POST":
+            raise Http404
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        channel = channels.get(name) if name in settings.DELIVERY_CHANNELS else None
+        if channel is None or not hasattr(channel, "probe"):
+            raise Http404
+        try:
+            answer = channel.probe()
+        except ChannelError as exc:
+            self.message_user(
+                request,
+                gettext("%(channel)s: the probe failed: %(code)s, %(message)s")
+                % {"channel": name, "code": exc.code, "message": exc.message},
+                messages.ERROR,
+            )
+        else:
+            self.message_user(
+                request,
+                gettext("%(channel)s: %(name)s answered in %(ms)s ms.")
+                % {"channel": name, "name": answer.name, "ms": round(answer.seconds * 1000)},
+                messages.SUCCESS,
+            )
+        return HttpResponseRedirect(reverse("admin:index"))
 
     def has_add_permission(self, request, obj=None):
         return admin.ModelAdmin.has_add_permission(self, request)

@@ -111,3 +111,27 @@ def test_switching_an_address_back_on_clears_why_it_was_off(staff, user):
     assert response.status_code == 302, response.content.decode()[:2000]
     address.refresh_from_db()
     assert address.is_active and address.deactivated_at is None and not address.deactivated_reason
+
+
+def test_the_dashboard_probes_a_bot_and_shows_the_round_trip(staff, settings):
+    from notifications import channels
+
+    peer = TelegramPeer(token="1:t")
+    settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "1:t", peer.base_url
+    channels._load.cache_clear()
+    try:
+        page = staff.get("/admin/").content.decode()
+        assert 'data-probe="telegram"' in page and 'data-probe="discord"' in page
+        assert 'data-probe="email"' not in page
+        response = staff.post("/admin/notifications/channeladdress/probe/telegram/", follow=True)
+        text = response.content.decode()
+        assert "Telegram: @v10r_bot answered in" in text  # message_user capitalises it
+        peer.behaviour = Behaviour.UNAVAILABLE
+        failed = staff.post("/admin/notifications/channeladdress/probe/telegram/", follow=True)
+        assert "Telegram: the probe failed: HTTP_503" in failed.content.decode()
+        assert staff.get("/admin/notifications/channeladdress/probe/telegram/").status_code == 404
+        assert staff.post("/admin/notifications/channeladdress/probe/email/").status_code == 404
+    finally:
+        channels.get("telegram").close()
+        channels._load.cache_clear()
+        peer.stop()
