@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.utils import formats, timezone
 
-from notifications import heartbeat, stats
+from notifications import heartbeat, retention, stats
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ def snapshot() -> dict:
         "health": stats.channel_health(),
         # Channels whose provider has an identity endpoint to call: the "Probe" buttons.
         "probes": probeable(),
+        "table_bytes": stats.table_bytes(),
+        "last_prune": retention.last_run(),
         "bars": bars,
         "hour_labels": [bar.label for bar in bars[::LABEL_EVERY]],
         "chart_width": CHART_WIDTH,

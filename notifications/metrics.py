@@ -81,8 +81,6 @@ WHERE stopped_at IS NULL
   AND ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s)
 """.strip()
 
-TABLE_BYTES_SQL = "SELECT pg_total_relation_size('notifications.notification_deliveries')"
-
 
 class Tally:
     """What one process did since its last flush: counter increments and histogram samples."""
@@ -142,8 +140,6 @@ class QueueCollector(Collector):
             (oldest_due,) = cursor.fetchone()
             cursor.execute(HEARTBEATS_SQL, {"stale": heartbeat.STALE_AFTER_INTERVALS})
             beats = cursor.fetchall()
-            cursor.execute(TABLE_BYTES_SQL)
-            (table_bytes,) = cursor.fetchone()
         depth = stats.queue_depth()
         yield from _depth(depth_rows, depth)
         oldest = GaugeMetricFamily(
@@ -167,7 +163,7 @@ class QueueCollector(Collector):
         size = GaugeMetricFamily(
             "v10r_outbox_table_bytes", "The deliveries table's size, indexes included."
         )
-        size.add_metric([], float(table_bytes))
+        size.add_metric([], float(stats.table_bytes()))
         yield size
         yield from _prune(retention.last_run())
 

@@ -224,3 +224,10 @@ def oldest_pending_age() -> timedelta | None:
         cursor.execute(OLDEST_PENDING_SQL)
         age = cursor.fetchone()[0]
     return None if age is None else timedelta(seconds=round(age.total_seconds()))
+
+
+def table_bytes() -> int:
+    """The deliveries table's size on disk, its indexes and TOAST included."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_total_relation_size('notifications.notification_deliveries')")
+        return cursor.fetchone()[0]

@@ -159,3 +159,23 @@ def test_every_third_hour_is_labelled_below_the_chart(admin_client):
     assert all((later - earlier) % 24 == 3 for earlier, later in itertools.pairwise(hours))
     # Drawn in HTML, where the page's font size holds, not as SVG text that scales down.
     assert "<text" not in body.split('class="hourly"')[1].split("</figure>")[0]
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_the_table_size_and_the_last_prune(admin_client, django_user_model):
+    from notifications import retention
+    from tests.helpers import execute, make_deliveries
+
+    assert "Nothing has been pruned yet." in admin_client.get("/admin/").content.decode()
+    ids = make_deliveries(django_user_model.objects.create_user("r"), 3, channel="email")
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'sent',"
+        " created_at = now() - interval '40 days' WHERE id = ANY(%s)",
+        [ids],
+    )
+    retention.prune(retention.Policy.from_settings(pause=0))
+    page = admin_client.get("/admin/").content.decode()
+    assert "The deliveries table takes" in page
+    assert "deleted 3 deliveries" in page
+    ru = admin_client.get("/ru/admin/").content.decode()
+    assert "удалила 3 доставки" in ru
