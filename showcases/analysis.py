@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import io
+import itertools
 import logging
 import math
 import re
@@ -97,9 +98,11 @@ _BROKEN_FILE = (
 @dataclass
 class UploadError(Exception):
     status: int
-    message: str
+    message: str  # in the request's language
     # For a 503: when to try again (the view sends it as Retry-After).
     retry_after_seconds: int | None = None
+    # A decoder's own words (English, whatever the language), kept out of the message.
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,11 +133,18 @@ class _WebPFeatures:
     lossless: bool
 
 
+# Counts this process's analyses. palette.warm() has compiled the palette before the first
+# request, yet the first analysis still runs slower (measured under gunicorn on the sample
+# photo: about 55 ms, then 35 to 45 ms): the page says so rather than pass it off as the norm.
+_analyses = itertools.count()
+
+
 def analyse(data: bytes) -> dict:
     """Return the palette of an encoded image, with how long each step took on the server."""
     started = time.perf_counter()
     if not data:
-        raise UploadError(400, _("Choose an image first."))
+        # Django's parser keeps a 0-byte upload that has a file name: say what it is.
+        raise UploadError(400, _("The file you sent is empty (0 bytes): there is no image in it."))
     if len(data) > MAX_BYTES:
         raise UploadError(413, too_large())
     image, (width, height) = _decode(data)
@@ -152,6 +162,7 @@ def analyse(data: bytes) -> dict:
         "luminance": luminance,
         "decodeMs": (decoded - started) * 1000,
         "analysisMs": (finished - decoded) * 1000,
+        "firstInProcess": next(_analyses) == 0,
     }
 
 
@@ -355,8 +366,8 @@ def _refusal(exc: Exception) -> UploadError:
         # Still the file's doing (the code around it works on every valid image), but a
         # decoder bug worth reading about: the client gets its 400, the log the traceback.
         logger.error("Decoding an upload raised %r", exc, exc_info=exc)
-    message = _("The image could not be decoded: %(error)s")
-    return UploadError(400, message % {"error": str(exc) or type(exc).__name__})
+    message = _("The image could not be decoded; the file may be damaged or cut short.")
+    return UploadError(400, message, detail=str(exc) or type(exc).__name__)
 
 
 def _too_many_pixels() -> UploadError:
@@ -586,6 +597,8 @@ def _decode_webp(data: bytes, *, size: tuple[int, int]) -> Image.Image:
     pixels = np.empty((height, width, 4), dtype=np.uint8)
     if not _LIBWEBP.decode_rgba_into(data, len(data), pixels.ctypes.data, pixels.nbytes, width * 4):
         raise UploadError(
-            400, _("The image could not be decoded: %(error)s") % {"error": "invalid WebP data"}
+            400,
+            _("The image could not be decoded; the file may be damaged or cut short."),
+            detail="invalid WebP data",
         )
     return Image.fromarray(pixels)

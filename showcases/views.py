@@ -32,25 +32,86 @@ def _queue_context(request) -> dict:
     }
 
 
-def _demo_messages() -> dict[str, str]:
-    """The palette demo's sentences, translated here and read by workers-page.js."""
+def _demo_messages() -> dict:
+    """The palette demo's sentences, translated here and read by workers-page.js.
+
+    Numbers arrive formatted in the page's language; none of these embeds the browser's own
+    (English) words, which the page logs and leaves in a tooltip.
+    """
     return {
-        "notImage": _("That file is not an image. Choose a PNG, JPEG or WebP photo."),
-        "decodeFailed": _("The browser could not decode this image: {error}"),
-        "workerFailed": _("The worker failed: {error}"),
-        "workerTimeout": _("The worker did not answer within {seconds} s."),
-        "serverFailed": _("The server lane failed: {error}"),
-        "ms": _("{value} ms"),
-        "bytes": _("{value} bytes"),
-        "caption": _("{width} × {height} px, {size} MB"),
-        "swatch": _("{hex} · {percent} %"),
-        "verdict": _(
-            "On the main thread the page froze for up to {main} ms; in the worker the longest "
-            "frame was {worker} ms, so the page kept moving."
+        # Refusals on choosing a file: every lane must be able to read it.
+        "empty": _("That file is empty (0 bytes). Choose a JPEG, PNG or WebP photo."),
+        "notImage": _("That file is not an image. Choose a JPEG, PNG or WebP photo."),
+        "unsupported": _(
+            "The demo reads only JPEG, PNG and WebP photos: all three lanes must read the same "
+            "photo, and the server lane reads no other format. Choose a photo in one of these."
         ),
-        "verdictSmall": _(
-            "At this size the main thread stalled for only {main} ms (the worker: {worker} ms). "
-            "Choose full resolution to see it freeze."
+        "undecodable": _(
+            "The browser could not decode this image; the file may be damaged or cut short. "
+            "Choose another photo."
+        ),
+        "unreadable": _(
+            "The browser can no longer read this file (was it moved or changed?). Choose it again."
+        ),
+        "sampleFailed": _("The sample photo could not be loaded. Reload the page and try again."),
+        # While a lane runs.
+        "working": {
+            "main": _("Working… the page freezes until the main thread is done."),
+            "worker": _("Working in the worker… the main thread stays free."),
+            "server": _("Sending the photo and waiting for the server…"),
+        },
+        # A lane's failures.
+        "decodeFailed": _("The browser could not decode this image."),
+        "outOfMemory": _("The browser ran out of memory for this photo. Try the 720 px work size."),
+        "mainFailed": _("The run on the main thread failed."),
+        "workerFailed": _("The worker failed."),
+        "workerLoad": _(
+            "The worker could not start, so nothing ran. Reload the page and try again."
+        ),
+        "workerMessage": _("The worker’s answer could not be read."),
+        "workerTimeout": _(
+            "The worker did not answer within {seconds} s, so it was stopped; the next run "
+            "starts a fresh one."
+        ),
+        "serverFailed": _("The server lane failed."),
+        "serverOffline": _(
+            "The server lane needs the network, and this browser is offline. The two browser "
+            "lanes work without it."
+        ),
+        "serverUnreachable": _(
+            "The server could not be reached. Check the connection and try again."
+        ),
+        "serverStatus": _(
+            "The server answered with an error ({status}) and no explanation. Try again later."
+        ),
+        # Results.
+        "caption": _("{width} × {height} px, {size}"),
+        "pixels": _("{width} × {height} px"),
+        "swatch": _("{hex} · {percent}"),
+        "otherColours": _("Grey, {percent}: pixels near none of these six colours"),
+        "verdictMainSlow": _(
+            "On the main thread the page froze for up to {main}; with the worker the longest "
+            "frame was {worker}, so the page kept moving."
+        ),
+        "verdictBothSlow": _(
+            "Both lanes had slow frames this time: up to {main} on the main thread and {worker} "
+            "with the worker (over {limit}, a frame is a visible stutter). Run both again to "
+            "compare."
+        ),
+        "verdictWorkerSlow": _(
+            "This time the worker lane had the slow frame: {worker}, against {main} on the main "
+            "thread (over {limit}, a frame is a visible stutter). Run both again to compare."
+        ),
+        "verdictNeither": _(
+            "Neither lane stalled the page: the longest frame was {main} on the main thread and "
+            "{worker} with the worker."
+        ),
+        "tryFullResolution": _(
+            "Choose full resolution to give the main thread enough work to freeze the page."
+        ),
+        "verdictMixed": _(
+            "The two browser lanes ran at different work sizes; run both at the same size to "
+            "compare them."
         ),
     }
 
@@ -164,7 +225,10 @@ def analyse(request):
         headers = {}
         if error.retry_after_seconds:
             headers["Retry-After"] = str(error.retry_after_seconds)
-        return JsonResponse({"error": error.message}, status=error.status, headers=headers)
+        body = {"error": error.message}
+        if error.detail:
+            body["detail"] = error.detail
+        return JsonResponse(body, status=error.status, headers=headers)
     return JsonResponse(result)
 
 

@@ -142,7 +142,9 @@ if _unknown:
         f"known: {', '.join(_CHANNEL_CLASSES)}."
     )
 if _chosen and "demo" not in _chosen:
-    raise ImproperlyConfigured("V10R_CHANNELS must include demo: the workers page's Try it uses it.")
+    raise ImproperlyConfigured(
+        "V10R_CHANNELS must include demo: the workers page's Try it uses it."
+    )
 DELIVERY_CHANNELS = {
     name: path for name, path in _CHANNEL_CLASSES.items() if not _chosen or name in _chosen
 }

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from django import template
 from django.conf import settings
+from django.utils import formats
 from django.utils.translation import gettext as _
 
 from notifications import catalogue
@@ -50,4 +51,5 @@ def feed_note(delivery: NotificationDelivery, loop) -> str:
 def depth_count(depth, name: str) -> str:
     """One count of a QueueDepth, with "+" when it stopped at the limit: "1000+"."""
     count = getattr(depth, name)
-    return f"{count}+" if depth.at_limit(name) else str(count)
+    shown = formats.number_format(count, use_l10n=True, force_grouping=True)
+    return f"{shown}+" if depth.at_limit(name) else shown

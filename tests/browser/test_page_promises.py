@@ -134,13 +134,13 @@ def test_a_refused_try_says_why_in_the_visitors_language(site, page, language, m
             "en",
             "The two browser lanes run the same function",
             "always on a 720 px copy",
-            "this site registers no service worker",
+            "keeps the site’s scripts, styles and icons and an offline page per language",
         ),
         (
             "ru",
             "Две браузерные дорожки запускают одну и ту же функцию",
             "всегда на копии размером 720 px",
-            "сайт не регистрирует Service Worker",
+            "хранит скрипты, стили и значки сайта и офлайн-страницу на каждом языке",
         ),
     ],
 )
@@ -153,8 +153,9 @@ def test_the_page_says_only_what_the_site_does(
     assert server_lane in text
     assert service_worker in text
     assert not re.search(r"[Bb]oth lanes|[Оо]бе дорожки", text)
-    # Nothing on the page promises an offline copy or a caching policy the site lacks.
-    assert not re.search(r"cache-first|offline page|офлайн-страниц", text)
+    # The service-worker row describes a worker the page really registers (what it keeps is
+    # checked in test_service_worker.py).
+    assert page.get_attribute("html", "data-service-worker") == "/service-worker.js"
 
 
 @pytest.mark.parametrize(

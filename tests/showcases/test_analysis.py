@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import logging
 import random
 import re
@@ -478,11 +479,16 @@ def test_an_apng_is_walked_only_up_to_its_second_frame():
     assert analysis.analyse(data)["swatches"]
 
 
-def test_what_a_decoder_raises_on_a_broken_file_is_a_400_with_its_words():
+BROKEN = "The image could not be decoded; the file may be damaged or cut short."
+
+
+def test_what_a_decoder_raises_on_a_broken_file_is_a_400_with_its_words_apart():
     data = encoded(photo((300, 200)), "WEBP")
     error = refused(data[:-200])
-    assert error.status == 400
-    assert error.message.startswith("The image could not be decoded: ")
+    assert (error.status, error.message) == (400, BROKEN)
+    # The decoder's own words are English whatever the request's language: a detail of
+    # their own, kept out of the translated message.
+    assert error.detail
 
 
 def test_an_unexpected_decoder_error_is_a_400_and_a_logged_traceback(monkeypatch, caplog):
@@ -492,7 +498,7 @@ def test_an_unexpected_decoder_error_is_a_400_and_a_logged_traceback(monkeypatch
     monkeypatch.setattr(Image.Image, "convert", broken)
     with caplog.at_level(logging.ERROR, logger="showcases.analysis"):
         error = refused(encoded(photo((64, 48)), "PNG"))
-    assert (error.status, error.message) == (400, "The image could not be decoded: a decoder bug")
+    assert (error.status, error.message, error.detail) == (400, BROKEN, "a decoder bug")
     [record] = caplog.records
     assert record.exc_info[0] is RuntimeError
 
@@ -582,6 +588,57 @@ def test_the_busy_answer_is_translated(client, one_slot, prefix, message):
     one_slot.acquire()
     response = post(client, encoded(photo((64, 48)), "PNG"), prefix=prefix)
     assert response.json()["error"] == message
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("prefix", "empty", "missing"),
+    [
+        (
+            "",
+            "The file you sent is empty (0 bytes): there is no image in it.",
+            "Choose an image first.",
+        ),
+        (
+            "/ru",
+            "Присланный файл пуст (0 байт): изображения в нём нет.",
+            "Сначала выберите изображение.",
+        ),
+        (
+            "/de",
+            "Die gesendete Datei ist leer (0 Byte): Sie enthält kein Bild.",
+            "Wählen Sie zuerst ein Bild.",
+        ),
+    ],
+    ids=["en", "ru", "de"],
+)
+def test_an_empty_upload_is_told_apart_from_no_upload(client, prefix, empty, missing):
+    # Django's multipart parser keeps a 0-byte part that has a file name: it arrives.
+    response = post(client, b"", prefix=prefix)
+    assert (response.status_code, response.json()) == (400, {"error": empty})
+    response = client.post(prefix + URL)
+    assert (response.status_code, response.json()) == (400, {"error": missing})
+
+
+@pytest.mark.django_db
+def test_a_decoders_words_stay_out_of_a_translated_refusal(client):
+    whole = encoded(photo((64, 48)), "PNG")
+    response = post(client, whole[: len(whole) // 2], prefix="/ru")
+    assert response.status_code == 400
+    body = response.json()
+    assert (
+        body["error"]
+        == "Не удалось декодировать изображение: возможно, файл повреждён или обрезан."
+    )
+    assert body["detail"].isascii() and body["detail"]
+
+
+@pytest.mark.django_db
+def test_only_a_processs_first_analysis_says_it_was_the_first(client, monkeypatch):
+    monkeypatch.setattr(analysis, "_analyses", itertools.count())
+    data = encoded(photo((64, 48)), "PNG")
+    firsts = [post(client, data).json()["firstInProcess"] for _ in range(3)]
+    assert firsts == [True, False, False]
 
 
 # --- Fuzzing the endpoint -----------------------------------------------------------------

@@ -24,7 +24,7 @@ def test_the_claim_on_the_page_is_the_very_statement_the_worker_runs(client):
 def test_the_policy_grid_is_computed_from_the_settings_and_backoff(client, settings):
     settings.DELIVERY_BATCH_SIZE = 40
     body = client.get(PAGE).content.decode()
-    assert "30 s → 2 min → 8 min → 32 min (±15 %)" in body
+    assert "30 s → 2 min → 8 min → 32 min (±15%)" in body
     assert "<dd>40</dd>" in body
     assert "<dd>5 min</dd>" in body  # the lease, 300 s
 
@@ -242,7 +242,7 @@ def _truncated_png() -> bytes:
 @pytest.mark.parametrize(
     ("data", "status", "message"),
     [
-        (b"", 400, "Choose an image first."),
+        (b"", 400, "The file you sent is empty (0 bytes): there is no image in it."),
         (b"plain text, not a picture", 415, "Only PNG, JPEG and WebP"),
         (encoded(Image.new("RGB", (4, 4)), "GIF"), 415, "Only PNG, JPEG and WebP"),
         # 8000 × 8000 = 64 MP: a few KB of PNG that would decode to 256 MB.
@@ -324,15 +324,15 @@ def test_a_pending_try_does_not_claim_to_be_delivered(client, prefix, says):
 @pytest.mark.parametrize(
     ("prefix", "says"),
     [
-        ("", "this site registers no service worker"),
-        ("/ru", "сайт не регистрирует Service Worker"),
-        ("/de", "registriert keinen Service Worker"),
+        ("", "it keeps the site’s scripts, styles and icons and an offline page per language"),
+        ("/ru", "хранит скрипты, стили и значки сайта и офлайн-страницу на каждом языке"),
+        ("/de", "bewahrt die Skripte, Stile und Symbole der Website und eine Offline-Seite"),
     ],
 )
-def test_the_service_worker_row_says_the_site_has_none_yet(client, prefix, says):
+def test_the_service_worker_row_says_what_the_registered_worker_does(client, prefix, says):
     body = client.get(prefix + PAGE).content.decode()
     assert says in body
-    assert "offline and caching policy" not in body
+    assert 'data-service-worker="/service-worker.js"' in body
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,12 @@ export async function readPixels(bytes, { type = "", maxEdge = MAX_EDGE } = {}) 
   const height = Math.max(1, Math.round(bitmap.height * scale));
   const canvas = new OffscreenCanvas(width, height);
   const context = canvas.getContext("2d", { willReadFrequently: true });
+  // Chromium gives no context, rather than throwing, when a canvas this size will not fit in
+  // memory: say so the way an allocation failure does.
+  if (!context) {
+    bitmap.close();
+    throw new RangeError(`no memory for a ${width} × ${height} canvas`);
+  }
   context.drawImage(bitmap, 0, 0, width, height);
   bitmap.close();
   const pixels = context.getImageData(0, 0, width, height).data;

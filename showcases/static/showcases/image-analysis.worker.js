@@ -9,6 +9,9 @@ self.addEventListener("message", async (event) => {
     const result = await analyseImage(bytes, { type, maxEdge });
     self.postMessage({ id, ok: true, result });
   } catch (error) {
-    self.postMessage({ id, ok: false, error: String(error?.message ?? error) });
+    // The name (InvalidStateError, RangeError, …) is what the page maps to its own sentence;
+    // an Error itself may not survive the trip to the page intact.
+    const name = String(error?.name ?? "Error");
+    self.postMessage({ id, ok: false, error: { name, message: String(error?.message ?? error) } });
   }
 });

@@ -1,31 +1,44 @@
 // The page's side of the Web Worker (image-analysis.worker.js): one worker, created when first
 // needed and reused, each request matched to its answer by id. A worker that fails to load,
 // throws at its top level, or does not answer in time is discarded (every request waiting on
-// it fails with the reason) and the next request starts a fresh one: a broken worker surfaces
-// as an error, never a hang.
+// it fails with a WorkerFailure saying which) and the next request starts a fresh one: a broken
+// worker surfaces as an error, never a hang.
+
+// Why the worker gave no answer. kind: "load" (the script did not load or threw at its top
+// level), "timeout" (no answer within timeoutMs) or "message" (an answer could not be read).
+// The message is the browser's own words, for the console: the page says it in its language.
+export class WorkerFailure extends Error {
+  constructor(kind, message, { timeoutMs = 0 } = {}) {
+    super(message || kind);
+    this.name = "WorkerFailure";
+    this.kind = kind;
+    this.timeoutMs = timeoutMs;
+  }
+}
 
 export class AnalysisWorker {
-  // url(): the worker script's URL; timeoutMs(): how long an answer may take;
-  // timeoutMessage(seconds): the error a request that timed out fails with.
-  constructor({ url, timeoutMs, timeoutMessage }) {
+  // url(): the worker script's URL; timeoutMs(): how long an answer may take.
+  constructor({ url, timeoutMs }) {
     this.url = url;
     this.timeoutMs = timeoutMs;
-    this.timeoutMessage = timeoutMessage;
     this.worker = null;
     this.nextId = 1;
     this.pending = new Map(); // id -> { resolve, reject, timer }
   }
 
-  // bytes: an ArrayBuffer, transferred (the caller's copy becomes 0 bytes long).
+  // bytes: an ArrayBuffer, transferred (the caller's copy becomes 0 bytes long). A failure
+  // inside the work rejects with an Error of the worker's error name (InvalidStateError, …).
   analyse(bytes, options) {
     const timeoutMs = this.timeoutMs();
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
       const timer = setTimeout(() => {
-        const message = this.timeoutMessage(timeoutMs / 1000);
         this.pending.delete(id);
-        this.discard(message);
-        reject(new Error(message));
+        const failure = new WorkerFailure("timeout", `no answer within ${timeoutMs} ms`, {
+          timeoutMs,
+        });
+        this.discard(failure);
+        reject(failure);
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
       // The transfer list moves the buffer to the worker instead of copying it.
@@ -43,23 +56,25 @@ export class AnalysisWorker {
       this.pending.delete(id);
       clearTimeout(waiting.timer);
       if (ok) waiting.resolve(result);
-      else waiting.reject(new Error(error));
+      else waiting.reject(Object.assign(new Error(error.message), { name: error.name }));
     });
     // A script that fails to load or throws at the top level: nothing will ever answer.
     this.worker.addEventListener("error", (event) => {
       event.preventDefault();
-      this.discard(event.message || "the worker script could not run");
+      this.discard(new WorkerFailure("load", event.message || "the worker script could not run"));
     });
-    this.worker.addEventListener("messageerror", () => this.discard("a message could not be read"));
+    this.worker.addEventListener("messageerror", () =>
+      this.discard(new WorkerFailure("message", "a message could not be read")),
+    );
     return this.worker;
   }
 
-  discard(reason) {
+  discard(failure) {
     if (this.worker) this.worker.terminate();
     this.worker = null;
     for (const { reject, timer } of this.pending.values()) {
       clearTimeout(timer);
-      reject(new Error(reason));
+      reject(failure);
     }
     this.pending.clear();
   }

@@ -1,67 +1,195 @@
 // The palette demo on /showcases/workers/: one photo, three lanes (main thread, Web Worker,
 // server), each showing what the work cost and how smooth the page stayed. This module wires
 // the page together; the work lives in image-analysis.js (shared by both browser lanes), the
-// smoothness in frame-meter.js, and the worker's side of the conversation in
-// worker-client.js.
-import { AnalysisWorker } from "./worker-client.js";
+// smoothness in frame-meter.js, the worker's side of the conversation in worker-client.js and
+// the numbers' look in numbers.js. Every sentence comes from the page (views._demo_messages).
+import { AnalysisWorker, WorkerFailure } from "./worker-client.js";
 import { measured, startIndicator } from "./frame-meter.js";
 import { analyseImage } from "./image-analysis.js";
+import { ACCEPTED_TYPES, HEADER_BYTES, imageType } from "./image-format.js";
+import * as numbers from "./numbers.js";
 
 const demo = document.getElementById("palette-demo");
 const text = JSON.parse(document.getElementById("palette-demo-messages").textContent);
 const format = (template, values) =>
   template.replace(/\{(\w+)\}/g, (match, key) => (key in values ? String(values[key]) : match));
 const $ = (selector, root = demo) => root.querySelector(selector);
+const laneOf = (name) => $(`[data-lane="${name}"]`);
 
+// A frame longer than two at 60 Hz is a stutter a visitor sees: marked red, and the verdict's
+// line between "stalled" and "kept moving".
 const SLOW_FRAME_MS = 32;
 
 const state = {
-  file: null, // the chosen File; bytes are read afresh for every run
+  file: null, // the chosen File, once it has passed inspect(); bytes are read afresh each run
+  type: "", // its type by its bytes (image-format.js), which every lane is told
+  // Bumped by every choice: an inspection or a run that finishes after the visitor chose
+  // another photo belongs to the old one and is dropped.
+  generation: 0,
   busy: false,
-  results: {}, // lane -> { longestFrame }
+  results: {}, // lane -> { longestFrame, maxEdge }
 };
 
 startIndicator({ pulse: $("[data-pulse]"), frames: $("[data-frames]") });
 
-// --- Choosing a photo ----------------------------------------------------------------------
-const errorBox = $("[data-error]");
-const showError = (message) => {
-  errorBox.textContent = message;
-  errorBox.hidden = !message;
+// Two frames: the first callback runs before the next paint, the second after it, so whatever
+// the page changed before this is on screen when it resolves.
+const nextFrame = () => new Promise((resolve) => requestAnimationFrame(resolve));
+const painted = async () => {
+  await nextFrame();
+  await nextFrame();
 };
 
-function setBusy(busy) {
-  state.busy = busy;
-  for (const button of demo.querySelectorAll("[data-run]")) {
-    button.disabled = busy || !state.file;
+// --- Errors --------------------------------------------------------------------------------
+const errorBox = $("[data-error]");
+
+// detail: the browser's or the server's own words, English whatever the page's language:
+// kept out of the sentence, logged and left in a tooltip for whoever wants them.
+function showError(message, { detail = "", cause = null } = {}) {
+  errorBox.textContent = message;
+  errorBox.hidden = !message;
+  if (detail) errorBox.title = detail;
+  else errorBox.removeAttribute("title");
+  if (cause) console.error(cause);
+}
+
+// The server lane's ways of failing: "network" (no answer), "status" (an answer that is not
+// the server's JSON, e.g. a proxy's error page) and "refused" (the server's own, translated
+// message).
+class ServerFailure extends Error {
+  constructor(kind, { message = "", detail = "", status = 0 } = {}) {
+    super(message || kind);
+    this.name = "ServerFailure";
+    this.kind = kind;
+    this.detail = detail;
+    this.status = status;
   }
 }
 
-function choose(file) {
+const laneFailed = { main: text.mainFailed, worker: text.workerFailed, server: text.serverFailed };
+
+// The page's sentence for a lane's failure; the names are the DOMException and Error names the
+// browser's decoders, canvases and file readers throw.
+function explain(lane, error) {
+  if (error instanceof WorkerFailure) {
+    if (error.kind === "timeout") {
+      return format(text.workerTimeout, { seconds: numbers.seconds(error.timeoutMs / 1000) });
+    }
+    return error.kind === "load" ? text.workerLoad : text.workerMessage;
+  }
+  if (error instanceof ServerFailure) {
+    if (error.kind === "refused") return error.message;
+    if (error.kind === "offline") return text.serverOffline;
+    if (error.kind === "network") return text.serverUnreachable;
+    return format(text.serverStatus, { status: error.status });
+  }
+  switch (error?.name) {
+    case "InvalidStateError":
+    case "EncodingError":
+    case "NotSupportedError":
+      return text.decodeFailed;
+    case "NotReadableError":
+    case "NotFoundError":
+      return text.unreadable;
+    case "RangeError":
+    case "QuotaExceededError":
+      return text.outOfMemory;
+    default:
+      return laneFailed[lane];
+  }
+}
+
+// --- Choosing a photo ----------------------------------------------------------------------
+const fileInput = $("#demo-file");
+const preview = $("[data-preview]");
+const previewImage = $("[data-preview-image]");
+const caption = $("[data-preview-caption]");
+
+function updateButtons() {
+  for (const button of demo.querySelectorAll("[data-run]")) {
+    button.disabled = state.busy || !state.file;
+  }
+}
+
+function clearPreview() {
+  if (previewImage.src) URL.revokeObjectURL(previewImage.src);
+  previewImage.removeAttribute("src");
+  caption.textContent = "";
+  preview.hidden = true;
+}
+
+// Everything the page knew about the previous photo goes, before the next one is looked at.
+function forget() {
+  state.generation += 1;
+  state.file = null;
+  state.type = "";
+  state.results = {};
   showError("");
-  if (!file || !file.type.startsWith("image/")) {
+  clearPreview();
+  $("[data-verdict]").textContent = "";
+  for (const lane of demo.querySelectorAll("[data-lane]")) clearLane(lane);
+  updateButtons();
+}
+
+// Decide, once, whether every lane can read the file: its bytes name one of the three formats
+// (the server lane reads no others), and the browser decodes it. Returns { type, width, height }
+// or { error }.
+async function inspect(file) {
+  if (file.size === 0) return { error: text.empty };
+  let head;
+  try {
+    head = new Uint8Array(await file.slice(0, HEADER_BYTES).arrayBuffer());
+  } catch (error) {
+    return { error: text.unreadable, cause: error };
+  }
+  const type = imageType(head);
+  let bitmap = null;
+  let cause = null;
+  try {
+    bitmap = await createImageBitmap(file);
+  } catch (error) {
+    cause = error;
+  }
+  if (bitmap && type) {
+    const { width, height } = bitmap;
+    bitmap.close();
+    return { type, width, height };
+  }
+  bitmap?.close();
+  if (type) return { error: text.undecodable, cause };
+  // Decoded, or named, as an image of another kind (GIF, AVIF, BMP, HEIC…).
+  const otherImage = bitmap || (file.type.startsWith("image/") && !ACCEPTED_TYPES.has(file.type));
+  return { error: otherImage ? text.unsupported : text.notImage, cause };
+}
+
+async function choose(file) {
+  forget();
+  const generation = state.generation;
+  if (!file) {
     showError(text.notImage);
     return;
   }
+  const found = await inspect(file);
+  if (generation !== state.generation) return;
+  if (found.error) {
+    showError(found.error, { detail: found.cause?.message, cause: found.cause });
+    // Choosing the same file again (once fixed) must fire "change" again.
+    fileInput.value = "";
+    return;
+  }
   state.file = file;
-  state.results = {};
-  $("[data-verdict]").textContent = "";
-  const image = $("[data-preview-image]");
-  if (image.src) URL.revokeObjectURL(image.src);
-  image.src = URL.createObjectURL(file);
-  image.onload = () => {
-    $("[data-preview-caption]").textContent = format(text.caption, {
-      width: image.naturalWidth,
-      height: image.naturalHeight,
-      size: (file.size / 1048576).toFixed(1),
-    });
-  };
-  $("[data-preview]").hidden = false;
-  for (const lane of demo.querySelectorAll("[data-lane]")) clearLane(lane);
-  setBusy(false);
+  state.type = found.type;
+  previewImage.src = URL.createObjectURL(file);
+  caption.textContent = format(text.caption, {
+    width: numbers.pixels(found.width),
+    height: numbers.pixels(found.height),
+    size: numbers.fileSize(file.size),
+  });
+  preview.hidden = false;
+  updateButtons();
 }
 
-$("#demo-file").addEventListener("change", (event) => choose(event.target.files[0]));
+fileInput.addEventListener("change", (event) => choose(event.target.files[0]));
 const dropzone = $("[data-dropzone]");
 dropzone.addEventListener("dragover", (event) => {
   event.preventDefault();
@@ -74,129 +202,247 @@ dropzone.addEventListener("drop", (event) => {
   choose(event.dataTransfer.files[0]);
 });
 $("[data-sample]").addEventListener("click", async () => {
-  const response = await fetch(demo.dataset.sampleUrl);
-  const blob = await response.blob();
+  let blob;
+  try {
+    const response = await fetch(demo.dataset.sampleUrl);
+    if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+    blob = await response.blob();
+  } catch (error) {
+    showError(text.sampleFailed, { detail: error.message, cause: error });
+    return;
+  }
   choose(new File([blob], "sample.jpg", { type: blob.type || "image/jpeg" }));
 });
 
-const maxEdge = () => Number(demo.querySelector("input[name=work-size]:checked").value);
+// --- Work size -----------------------------------------------------------------------------
+const maxEdge = () => Number($("input[name=work-size]:checked").value);
+const fullResolutionNote = $("[data-full-resolution-note]");
+const showWorkSize = () => {
+  fullResolutionNote.hidden = maxEdge() !== 0;
+};
+for (const radio of demo.querySelectorAll("input[name=work-size]")) {
+  radio.addEventListener("change", showWorkSize);
+}
+showWorkSize();
 
 // Read from the page at each use, so a test can point them elsewhere.
 const analysisWorker = new AnalysisWorker({
   url: () => demo.dataset.workerUrl,
   timeoutMs: () => Number(demo.dataset.workerTimeoutMs),
-  timeoutMessage: (seconds) => format(text.workerTimeout, { seconds }),
 });
 
 // --- Lanes ---------------------------------------------------------------------------------
-const ms = (value) => format(text.ms, { value: value.toFixed(value < 10 ? 1 : 0) });
-
 function clearLane(lane) {
   for (const dd of lane.querySelectorAll("[data-stat]")) {
     dd.textContent = "—";
     dd.classList.remove("slow");
+    delete dd.dataset.value;
   }
   $("[data-palette]", lane).replaceChildren();
+  $("[data-legend]", lane).replaceChildren();
+  const firstCall = $("[data-first-call-note]", lane);
+  if (firstCall) firstCall.hidden = true;
+  lane.dataset.done = "false";
 }
 
-function showLane(name, { result, longestFrame: frame, extra = {} }) {
-  const lane = demo.querySelector(`[data-lane="${name}"]`);
-  const set = (stat, value) => {
+function startLane(name) {
+  const lane = laneOf(name);
+  clearLane(lane);
+  delete state.results[name];
+  verdict();
+  lane.setAttribute("aria-busy", "true");
+  $("[data-status]", lane).textContent = text.working[name];
+}
+
+function endLane(name) {
+  const lane = laneOf(name);
+  lane.removeAttribute("aria-busy");
+  $("[data-status]", lane).textContent = "";
+}
+
+function swatchSegment({ hex, share }) {
+  const segment = document.createElement("span");
+  segment.className = "swatch";
+  segment.style.width = `${(share * 100).toFixed(3)}%`;
+  segment.style.backgroundColor = hex;
+  segment.title = format(text.swatch, { hex, percent: numbers.percent(share) });
+  segment.dataset.hex = hex;
+  return segment;
+}
+
+function legendItem(chipColour, ...content) {
+  const item = document.createElement("li");
+  const chip = document.createElement("span");
+  chip.className = "chip";
+  if (chipColour) chip.style.backgroundColor = chipColour;
+  else chip.classList.add("chip-other");
+  item.append(chip, ...content);
+  return item;
+}
+
+// The bar shows each swatch's share; the grey left over is the pixels whose colour is near
+// none of the six. The legend says both in words, so no one needs a tooltip to read them.
+function showPalette(lane, swatches) {
+  $("[data-palette]", lane).replaceChildren(...swatches.map(swatchSegment));
+  const items = swatches.map((swatch) => {
+    const code = document.createElement("code");
+    code.textContent = swatch.hex;
+    return legendItem(swatch.hex, code, " ", numbers.percent(swatch.share));
+  });
+  const rest = 1 - swatches.reduce((sum, swatch) => sum + swatch.share, 0);
+  // Shares are divisions of whole counts: a remainder under half a per mille is rounding.
+  if (rest >= 0.0005) {
+    const other = legendItem(null, format(text.otherColours, { percent: numbers.percent(rest) }));
+    other.dataset.other = "";
+    items.push(other);
+  }
+  $("[data-legend]", lane).replaceChildren(...items);
+}
+
+function showLane(name, { result, longestFrame: frame, maxEdge: edge, extra = {} }) {
+  const lane = laneOf(name);
+  const set = (stat, shown, value) => {
     const dd = lane.querySelector(`[data-stat="${stat}"]`);
-    if (dd) dd.textContent = value;
+    dd.textContent = shown;
+    if (value !== undefined) dd.dataset.value = String(value);
     return dd;
   };
-  set("decode", ms(result.decodeMs));
-  set("analysis", ms(result.analysisMs));
-  set("work", ms(result.decodeMs + result.analysisMs));
-  set("frame", ms(frame)).classList.toggle("slow", frame > SLOW_FRAME_MS);
-  for (const [stat, value] of Object.entries(extra)) set(stat, value);
-  const bar = $("[data-palette]", lane);
-  bar.replaceChildren(
-    ...result.swatches.map((swatch) => {
-      const segment = document.createElement("span");
-      segment.className = "swatch";
-      segment.style.width = `${(swatch.share * 100).toFixed(3)}%`;
-      segment.style.backgroundColor = swatch.hex;
-      segment.title = format(text.swatch, {
-        hex: swatch.hex,
-        percent: (swatch.share * 100).toFixed(1),
-      });
-      segment.dataset.hex = swatch.hex;
-      return segment;
+  const time = (stat, value) => set(stat, numbers.milliseconds(value), value);
+  time("decode", result.decodeMs);
+  time("analysis", result.analysisMs);
+  time("work", result.decodeMs + result.analysisMs);
+  time("frame", frame).classList.toggle("slow", frame > SLOW_FRAME_MS);
+  set(
+    "size",
+    format(text.pixels, {
+      width: numbers.pixels(result.width),
+      height: numbers.pixels(result.height),
     }),
   );
+  for (const [stat, { shown, value }] of Object.entries(extra)) set(stat, shown, value);
+  showPalette(lane, result.swatches);
   lane.dataset.done = "true";
-  state.results[name] = { longestFrame: frame, swatches: result.swatches };
+  state.results[name] = { longestFrame: frame, maxEdge: edge };
   verdict();
 }
 
+// What the two browser lanes' longest frames show, and nothing more.
 function verdict() {
-  const { main, worker: inWorkerLane } = state.results;
-  if (!main || !inWorkerLane) return;
+  const box = $("[data-verdict]");
+  const { main, worker } = state.results;
+  if (!main || !worker) {
+    box.textContent = "";
+    return;
+  }
+  if (main.maxEdge !== worker.maxEdge) {
+    box.textContent = text.verdictMixed;
+    return;
+  }
   const values = {
-    main: Math.round(main.longestFrame),
-    worker: Math.round(inWorkerLane.longestFrame),
+    main: numbers.milliseconds(main.longestFrame),
+    worker: numbers.milliseconds(worker.longestFrame),
+    limit: numbers.milliseconds(SLOW_FRAME_MS),
   };
-  $("[data-verdict]").textContent = format(
-    main.longestFrame > 2 * SLOW_FRAME_MS ? text.verdict : text.verdictSmall,
-    values,
-  );
+  const mainSlow = main.longestFrame > SLOW_FRAME_MS;
+  const workerSlow = worker.longestFrame > SLOW_FRAME_MS;
+  let sentence;
+  if (mainSlow && workerSlow) sentence = format(text.verdictBothSlow, values);
+  else if (mainSlow) sentence = format(text.verdictMainSlow, values);
+  else if (workerSlow) sentence = format(text.verdictWorkerSlow, values);
+  else {
+    sentence = format(text.verdictNeither, values);
+    if (main.maxEdge !== 0) sentence += ` ${text.tryFullResolution}`;
+  }
+  box.textContent = sentence;
 }
 
 const runners = {
-  async main() {
+  async main(edge) {
     const bytes = await state.file.arrayBuffer();
-    return measured(() => analyseImage(bytes, { type: state.file.type, maxEdge: maxEdge() }));
+    return measured(() => analyseImage(bytes, { type: state.type, maxEdge: edge }));
   },
-  async worker() {
+  async worker(edge) {
     // Read the bytes afresh: the transfer empties this buffer for good.
     const bytes = await state.file.arrayBuffer();
+    const before = bytes.byteLength;
     let afterPost = null;
     const outcome = await measured(() => {
-      const answer = analysisWorker.analyse(bytes, { type: state.file.type, maxEdge: maxEdge() });
+      const answer = analysisWorker.analyse(bytes, { type: state.type, maxEdge: edge });
       afterPost = bytes.byteLength;
       return answer;
     });
-    outcome.extra = { transfer: format(text.bytes, { value: afterPost }) };
+    const shown = `${numbers.bytes(before)} → ${numbers.bytes(afterPost)}`;
+    outcome.extra = { transfer: { shown, value: afterPost } };
     demo.dataset.transferredBytes = String(afterPost);
     return outcome;
   },
+  // The server works at 720 px whatever the work size (analysis.MAX_EDGE).
   async server() {
     const body = new FormData();
     body.append("image", state.file);
-    const started = performance.now();
+    let roundTrip = 0;
     const outcome = await measured(async () => {
-      const response = await fetch(demo.dataset.serverUrl, {
-        method: "POST",
-        body,
-        headers: { "X-CSRFToken": $("input[name=csrfmiddlewaretoken]").value },
-      });
-      const data = await response.json().catch(() => ({ error: response.statusText }));
-      if (!response.ok) throw new Error(data.error || response.statusText);
+      // From sending to having read the answer: the upload, the server and the way back,
+      // none of the frames measured() waits for around it.
+      const started = performance.now();
+      let response;
+      try {
+        response = await fetch(demo.dataset.serverUrl, {
+          method: "POST",
+          body,
+          headers: { "X-CSRFToken": $("input[name=csrfmiddlewaretoken]").value },
+        });
+      } catch (error) {
+        // Offline, the browser lanes still work (the service worker keeps their scripts);
+        // this one cannot, and says so.
+        const kind = navigator.onLine === false ? "offline" : "network";
+        throw new ServerFailure(kind, { detail: error.message });
+      }
+      const data = await response.json().catch(() => null);
+      roundTrip = performance.now() - started;
+      if (data === null || (!response.ok && !data.error)) {
+        throw new ServerFailure("status", {
+          status: response.status,
+          detail: response.statusText,
+        });
+      }
+      if (!response.ok) {
+        throw new ServerFailure("refused", { message: data.error, detail: data.detail });
+      }
       return data;
     });
-    outcome.extra = { roundtrip: ms(performance.now() - started) };
+    outcome.extra = { roundtrip: { shown: numbers.milliseconds(roundTrip), value: roundTrip } };
+    $("[data-first-call-note]", laneOf("server")).hidden = !outcome.result.firstInProcess;
     return outcome;
   },
 };
 
-const failures = { main: text.decodeFailed, worker: text.workerFailed, server: text.serverFailed };
+async function run(name) {
+  if (state.busy || !state.file) return;
+  const generation = state.generation;
+  showError("");
+  state.busy = true;
+  updateButtons();
+  startLane(name);
+  try {
+    // The status must be on screen before the main lane blocks the thread that paints it.
+    await painted();
+    const edge = maxEdge();
+    const outcome = await runners[name](edge);
+    if (generation === state.generation) showLane(name, { ...outcome, maxEdge: edge });
+  } catch (error) {
+    if (generation === state.generation) {
+      showError(explain(name, error), { detail: error.detail || error.message, cause: error });
+    }
+  } finally {
+    endLane(name);
+    state.busy = false;
+    updateButtons();
+  }
+}
 
 for (const button of demo.querySelectorAll("[data-run]")) {
-  button.addEventListener("click", async () => {
-    if (state.busy || !state.file) return;
-    const lane = button.dataset.run;
-    showError("");
-    setBusy(true);
-    try {
-      showLane(lane, await runners[lane]());
-    } catch (error) {
-      showError(format(failures[lane], { error: error.message }));
-    } finally {
-      setBusy(false);
-    }
-  });
+  button.addEventListener("click", () => run(button.dataset.run));
 }
 
 demo.dataset.ready = "true";

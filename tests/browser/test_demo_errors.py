@@ -1,0 +1,183 @@
+"""A lane's failure is told in the page's language. The browser's own words are English
+whatever the page's language: they go to the console and the error's tooltip, never into
+the sentence."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import csp_violations
+from tests.browser.test_workers_page import PAGE, open_demo, run_lane, write_small_png
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def small_png(tmp_path_factory) -> str:
+    return write_small_png(tmp_path_factory.mktemp("photos"))
+
+
+PREFIX = {"en": "", "ru": "/ru"}
+BROWSER_WORDS = "The source image could not be decoded."
+
+# As Chromium rejects an image it cannot decode.
+UNDECODABLE_IN_PAGE = """(words) => {
+    window.createImageBitmap = () => Promise.reject(new DOMException(words, "InvalidStateError"));
+}"""
+UNDECODABLE_IN_WORKER = """(words) => {
+    self.createImageBitmap = () => Promise.reject(new DOMException(words, "InvalidStateError"));
+}"""
+# As Chromium answers a canvas too large for the memory it has.
+NO_CANVAS = "() => { OffscreenCanvas.prototype.getContext = () => null; }"
+
+MESSAGES = {
+    "decode": {
+        "en": "The browser could not decode this image.",
+        "ru": "Браузер не смог декодировать это изображение.",
+    },
+    "memory": {
+        "en": "The browser ran out of memory for this photo. Try the 720 px work size.",
+        "ru": "Браузеру не хватило памяти для этого фото. Попробуйте объём работы 720 px.",
+    },
+    "worker load": {
+        "en": "The worker could not start, so nothing ran. Reload the page and try again.",
+        "ru": (
+            "Воркер не запустился, так что ничего не выполнилось. Перезагрузите страницу и "
+            "попробуйте снова."
+        ),
+    },
+    "timeout": {
+        "en": (
+            "The worker did not answer within 0.005 s, so it was stopped; the next run starts "
+            "a fresh one."
+        ),
+        "ru": (
+            "Воркер не ответил за 0,005 с, и его остановили; следующий запуск начнётся с "
+            "нового воркера."
+        ),
+    },
+    "unreachable": {
+        "en": "The server could not be reached. Check the connection and try again.",
+        "ru": "Не удалось связаться с сервером. Проверьте подключение и попробуйте снова.",
+    },
+    "no explanation": {
+        "en": "The server answered with an error (502) and no explanation. Try again later.",
+        "ru": "Сервер ответил ошибкой (502) без объяснения. Попробуйте позже.",
+    },
+}
+
+
+def open_with_photo(page, site, language: str, photo: str) -> list[str]:
+    """Open the demo with a photo chosen; return the list the console's errors land in."""
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    open_demo(page, site, PREFIX[language] + PAGE)
+    page.set_input_files("#demo-file", photo)
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    return errors
+
+
+def failure(page, lane: str) -> tuple[str, str | None]:
+    """Run lane, wait for its error and the buttons; return the error and its tooltip."""
+    page.click(f"[data-run={lane}]")
+    error = page.wait_for_selector("[data-error]:not([hidden])", timeout=15_000)
+    page.wait_for_selector(f"[data-run={lane}]:not([disabled])")
+    return error.text_content(), error.get_attribute("title")
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_decode_failure_on_the_main_thread_is_told_in_the_pages_words(
+    site, page, small_png, language
+):
+    console = open_with_photo(page, site, language, small_png)
+    page.evaluate(UNDECODABLE_IN_PAGE, BROWSER_WORDS)
+    message, tooltip = failure(page, "main")
+    assert message == MESSAGES["decode"][language]
+    assert tooltip == BROWSER_WORDS
+    assert any(BROWSER_WORDS in line for line in console), console
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_decode_failure_in_the_worker_is_told_in_the_pages_words(site, page, small_png, language):
+    open_with_photo(page, site, language, small_png)
+    run_lane(page, "worker")  # the worker now exists, to be broken
+    [worker] = page.workers
+    worker.evaluate(UNDECODABLE_IN_WORKER, BROWSER_WORDS)
+    message, tooltip = failure(page, "worker")
+    assert message == MESSAGES["decode"][language]
+    assert tooltip == BROWSER_WORDS
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_canvas_the_browser_cannot_allocate_is_told_as_running_out_of_memory(
+    site, page, small_png, language
+):
+    open_with_photo(page, site, language, small_png)
+    page.evaluate(NO_CANVAS)
+    message, _tooltip = failure(page, "main")
+    assert message == MESSAGES["memory"][language]
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_worker_that_does_not_load_is_told_in_the_pages_words(site, page, small_png, language):
+    open_with_photo(page, site, language, small_png)
+    page.evaluate(
+        "document.getElementById('palette-demo').dataset.workerUrl = '/static/no-such-worker.js'"
+    )
+    message, _tooltip = failure(page, "worker")
+    assert message == MESSAGES["worker load"][language]
+    # A 404 module worker is not a CSP matter.
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_worker_timeout_is_told_with_a_localised_number(site, page, small_png, language):
+    open_with_photo(page, site, language, small_png)
+    page.evaluate("document.getElementById('palette-demo').dataset.workerTimeoutMs = '5'")
+    message, _tooltip = failure(page, "worker")
+    assert message == MESSAGES["timeout"][language]
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_server_that_cannot_be_reached_is_told_in_the_pages_words(
+    site, page, small_png, language
+):
+    open_with_photo(page, site, language, small_png)
+    page.route("**/analyse/", lambda route: route.abort("connectionrefused"))
+    message, tooltip = failure(page, "server")
+    assert message == MESSAGES["unreachable"][language]
+    assert tooltip == "Failed to fetch"
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_an_error_page_from_a_proxy_is_told_with_its_status(site, page, small_png, language):
+    open_with_photo(page, site, language, small_png)
+    page.route(
+        "**/analyse/",
+        lambda route: route.fulfill(
+            status=502, content_type="text/html", body="<h1>502 Bad Gateway</h1>"
+        ),
+    )
+    message, _tooltip = failure(page, "server")
+    assert message == MESSAGES["no explanation"][language]
+    assert csp_violations(page) == []
+
+
+def test_the_servers_own_refusal_is_shown_as_the_server_wrote_it(site, page, small_png):
+    open_with_photo(page, site, "ru", small_png)
+    page.route(
+        "**/analyse/",
+        lambda route: route.fulfill(
+            status=400,
+            content_type="application/json",
+            body='{"error": "Не удалось декодировать изображение.", "detail": "broken data"}',
+        ),
+    )
+    message, tooltip = failure(page, "server")
+    assert (message, tooltip) == ("Не удалось декодировать изображение.", "broken data")
+    assert csp_violations(page) == []
