@@ -73,7 +73,8 @@ class WebhookChannel(Channel):
                 "The endpoint has no active signing secret; unsigned requests are never sent.",
                 retryable=False,
             )
-        msg_id = f"delivery-{outgoing.delivery_id}"
+        # The delivery id itself: the idempotency key a receiver deduplicates retries by.
+        msg_id = str(outgoing.delivery_id)
         try:
             body = json.dumps(
                 payload(outgoing), ensure_ascii=False, separators=(",", ":"), sort_keys=True

@@ -134,6 +134,12 @@ def test_offline_the_web_worker_lane_still_analyses_a_photo(site, page, tmp_path
             "[data-lane=worker] .swatch", "s => s.map(x => x.dataset.hex)"
         )
         assert hexes == ["#c8283c"]
+        # The server lane cannot work offline, and says so instead of a bare network error.
+        page.click("[data-run=server]")
+        error = page.wait_for_selector("[data-error]:not([hidden])", timeout=30_000)
+        assert "The server lane needs the network, and this browser is offline." in (
+            error.text_content()
+        )
         assert csp_violations(page) == []
     finally:
         page.context.set_offline(False)
