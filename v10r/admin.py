@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
+from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -85,5 +86,6 @@ class AdminSite(admin.AdminSite):
                 if model["object_name"] == "NeedsAttention":
                     count = model["model"].objects.needs_attention().count()
                     if count:
-                        model["name"] = f"{model['name']} ({count})"
+                        grouped = formats.number_format(count, force_grouping=True)
+                        model["name"] = f"{model['name']} ({grouped})"
         return apps

@@ -83,6 +83,13 @@ def test_needs_attention_lists_dead_rows_and_counts_them_on_the_index(admin_clie
     assert "Needs attention (2)" in admin_client.get("/admin/").content.decode()
 
 
+def test_the_needs_attention_count_is_grouped_in_the_staff_members_language(admin_client, user):
+    finish(make_deliveries(user, 1234), status="dead")
+    assert "Needs attention (1,234)" in admin_client.get("/admin/").content.decode()
+    russian = admin_client.get("/ru/admin/").content.decode()
+    assert re.search(r"\(1[\s\u00a0\u202f]234\)", russian), "ru groups thousands with a space"
+
+
 def test_a_retry_requeues_the_row_and_is_recorded(admin_client, dead):
     response = admin_client.post(NEEDS + f"{dead[0]}/retry/")
     assert response.status_code == 302
