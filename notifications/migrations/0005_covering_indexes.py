@@ -35,11 +35,15 @@ def rebuild(index: models.Index) -> list:
     building = index.clone()
     building.name = f"{index.name}_new"
     return [
+        # A CREATE INDEX CONCURRENTLY that was interrupted leaves an invalid index behind under
+        # its name; dropping it first lets migrate simply be run again.
+        migrations.RunSQL(
+            f'DROP INDEX CONCURRENTLY IF EXISTS notifications."{building.name}"',
+            reverse_sql=migrations.RunSQL.noop,
+        ),
         AddIndexConcurrently("notificationdelivery", building),
         RemoveIndexConcurrently("notificationdelivery", index.name),
-        migrations.RenameIndex(
-            "notificationdelivery", new_name=index.name, old_name=building.name
-        ),
+        migrations.RenameIndex("notificationdelivery", new_name=index.name, old_name=building.name),
     ]
 
 

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, models
+from django.db import IntegrityError, connection, models
 
 from notifications.models import NotificationDelivery
+from tests.helpers import make_deliveries
 
 
 def index_definitions() -> dict[str, str]:
@@ -61,3 +62,39 @@ def test_a_later_migration_can_rename_and_drop_an_index_in_the_notifications_sch
             NotificationDelivery, models.Index(fields=["sent_at"], name="deliveries_probe2")
         )
     assert not {"deliveries_probe", "deliveries_probe2"} & set(index_definitions())
+
+
+def index_validity() -> dict[str, bool]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index AS i"
+            " JOIN pg_class AS c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = 'notifications.notification_deliveries'::regclass"
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_covering_index_migration_recovers_from_an_interrupted_build(django_user_model):
+    """0005 builds its indexes CONCURRENTLY, outside a transaction; a build that fails leaves
+    an invalid index under the new name, and running migrate again must still succeed."""
+    make_deliveries(django_user_model.objects.create_user("reader"), 3)
+    call_command("migrate", "notifications", "0004", verbosity=0)
+    assert "INCLUDE" not in index_definitions()["deliveries_attempted"]
+    # A unique build over three rows of one channel fails, and leaves exactly such a leftover.
+    with pytest.raises(IntegrityError), connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE UNIQUE INDEX CONCURRENTLY deliveries_attempted_new"
+            " ON notifications.notification_deliveries (channel)"
+        )
+    assert index_validity()["deliveries_attempted_new"] is False
+    call_command("migrate", "notifications", verbosity=0)
+    validity = index_validity()
+    assert "deliveries_attempted_new" not in validity
+    assert validity["deliveries_attempted"] and validity["deliveries_dead"]
+    indexes = index_definitions()
+    assert indexes["deliveries_attempted"].endswith(
+        "(attempted_at) INCLUDE (channel, status, attempts, attempt_base)"
+    )
+    assert "INCLUDE (channel) WHERE" in indexes["deliveries_dead"]
+    assert "INCLUDE (error_code) WHERE" in indexes["deliveries_failed"]
