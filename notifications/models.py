@@ -377,6 +377,8 @@ class OutboxRetention(models.Model):
     finished_after_at = models.DateTimeField(db_default=models.Value(_BEFORE_ANY_ROW))
     finished_after_id = models.BigIntegerField(db_default=0)
     running_since = models.DateTimeField(null=True)
+    # When the run under way last committed a batch: a run silent for STALE_RUN has died.
+    alive_at = models.DateTimeField(null=True)
     last_started_at = models.DateTimeField(null=True)
     last_finished_at = models.DateTimeField(null=True)
     last_report = models.JSONField(db_default=models.Value("{}", models.JSONField()))

@@ -13,11 +13,14 @@ A pending or processing row is never deleted, however old. A notification goes w
 delivery, in the same transaction; notifications that never had one are swept once they are
 as old as the finished walk's horizon.
 
-Each batch is one transaction of at most `batch` rows, locked with SKIP LOCKED (a row a
-drain holds is left for a later walk), followed by a pause, so pruning never holds many
-locks at once nor writes WAL in a burst. It is safe beside running drains: a row that is
-claimed, retried or sent meanwhile is either locked (skipped) or re-checked under the lock,
-and only a finished row is deleted.
+Each batch is one transaction of at most `batch` rows, locked with SKIP LOCKED, followed by a
+pause, so pruning never holds many locks at once nor writes WAL in a burst. A row the finished
+walk passes without deleting it (a drain held it, or it was still unfinished) is behind its
+cursor; so once that walk reaches its horizon it starts again from the oldest row, where by
+then only such rows are left, and deletes the ones that have finished since.
+
+It is safe beside running drains: a row that is claimed, retried or sent meanwhile is either
+locked (skipped) or re-checked under the lock, and only a finished row is deleted.
 """
 
 from __future__ import annotations
@@ -25,25 +28,29 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 
 FINISHED = ("sent", "failed", "dead")
-# A run that has not finished after this long is taken to have died (a killed process): the
-# next run may start.
-STALE_RUN = timedelta(minutes=15)
+# A run that has committed no batch for this long is taken to have died (a killed process):
+# the next run may start. A live run commits one at least every few seconds, however long it
+# runs (a first prune of years of rows takes many minutes).
+STALE_RUN = timedelta(minutes=5)
 
 # One run at a time: the one whose UPDATE finds no other running (or only a stale one) goes on,
-# with the walks' cursors. A row, not a lock held across the run: pruning keeps no transaction
-# open between batches, and works through PgBouncer.
+# with the walks' cursors; its start time (last_started_at) is its token. A row, not a lock
+# held across the run: pruning keeps no transaction open between batches, and works through
+# PgBouncer. Every write a run makes to the row names its token, so a run that was given up
+# for dead and taken over can neither move the cursors nor release the new run's claim.
 ENSURE_SQL = "INSERT INTO notifications.outbox_retention (id) VALUES (1) ON CONFLICT DO NOTHING"
 CLAIM_SQL = """
 UPDATE notifications.outbox_retention
-SET running_since = now(), last_started_at = now()
+SET running_since = now(), last_started_at = now(), alive_at = now()
 WHERE id = 1
-  AND (running_since IS NULL OR running_since < now() - make_interval(secs => %(stale)s))
+  AND (running_since IS NULL
+       OR coalesce(alive_at, running_since) < now() - make_interval(secs => %(stale)s))
 RETURNING now(), sent_after_at, sent_after_id, finished_after_at, finished_after_id
 """.strip()
 
@@ -52,17 +59,28 @@ RUNNING_SQL = "SELECT running_since FROM notifications.outbox_retention WHERE id
 MOVE_SQL = {
     name: f"""
 UPDATE notifications.outbox_retention
-SET {name}_after_at = %(at)s, {name}_after_id = %(id)s
-WHERE id = 1
+SET {name}_after_at = %(at)s, {name}_after_id = %(id)s, alive_at = now()
+WHERE id = 1 AND last_started_at = %(token)s
 """.strip()
     for name in ("sent", "finished")
 }
 
+ALIVE_SQL = """
+UPDATE notifications.outbox_retention SET alive_at = now()
+WHERE id = 1 AND last_started_at = %(token)s
+""".strip()
+
 RELEASE_SQL = """
 UPDATE notifications.outbox_retention
-SET running_since = NULL, last_finished_at = now(), last_report = %(report)s::jsonb
-WHERE id = 1
+SET running_since = NULL, alive_at = NULL, last_finished_at = now(),
+    last_report = %(report)s::jsonb
+WHERE id = 1 AND last_started_at = %(token)s
 """.strip()
+
+
+class TakenOver(Exception):
+    """Another run claimed pruning because this one was silent for STALE_RUN."""
+
 
 # One batch of a walk: the next `limit` rows after the cursor (by the deliveries_recent index)
 # queued before the horizon, and of those, the ones in `statuses`, deleted. FOR UPDATE
@@ -193,6 +211,7 @@ class Pruned:
     complete: bool = False  # both walks reached their horizon: nothing more is due now
     longest_batch_seconds: float = 0.0
     skipped: bool = False  # another run was under way: this one did nothing
+    taken_over: bool = False  # this run fell silent, another took over, and this one stopped
     other_started_at: datetime | None = None
 
     @property
@@ -229,31 +248,47 @@ def prune(policy: Policy) -> Pruned:
         if row is None:
             cursor.execute(RUNNING_SQL)
             return Pruned(skipped=True, other_started_at=cursor.fetchone()[0])
-    now, sent_at, sent_id, finished_at, finished_id = row
+    token, sent_at, sent_id, finished_at, finished_id = row
     walks = [
-        Walk("sent", now - policy.keep_sent, ("sent",), sent_at, sent_id),
-        Walk("finished", now - policy.keep_finished, FINISHED, finished_at, finished_id),
+        Walk("sent", token - policy.keep_sent, ("sent",), sent_at, sent_id),
+        Walk("finished", token - policy.keep_finished, FINISHED, finished_at, finished_id),
     ]
     out_of_time = False
     try:
         for walk in walks:
             while not out_of_time:
-                scanned = _batch(walk, policy, result)
+                scanned = _batch(walk, policy, result, token)
+                out_of_time = _out_of_time(policy, started)
                 if scanned < policy.batch:
                     break  # the walk reached its horizon
-                out_of_time = _out_of_time(policy, started)
                 if not out_of_time and policy.pause:
                     time.sleep(policy.pause)
-        if not out_of_time:
-            with connection.cursor() as cursor:
-                cursor.execute(EMPTY_SQL, {"before": walks[1].before, "limit": policy.batch})
-                result.notifications += cursor.rowcount
-        result.complete = not out_of_time
+            if out_of_time:
+                break
+        if walks[1].reached_horizon:
+            # What the finished walk passed without deleting is behind its cursor: start it
+            # again from the oldest row, where only such rows are left.
+            _move(walks[1], token, _BEFORE_ANY_ROW, 0)
+        while not out_of_time:
+            swept = _sweep_empty(walks[1].before, policy, token)
+            result.notifications += swept
+            out_of_time = _out_of_time(policy, started)
+            if swept < policy.batch:
+                result.complete = True
+                break
+    except TakenOver:
+        result.taken_over = True
     finally:
         result.seconds = round(time.monotonic() - started, 3)
-        with connection.cursor() as cursor:
-            cursor.execute(RELEASE_SQL, {"report": json.dumps(result.as_dict())})
+        if not result.taken_over:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    RELEASE_SQL, {"report": json.dumps(result.as_dict()), "token": token}
+                )
     return result
+
+
+_BEFORE_ANY_ROW = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -265,9 +300,19 @@ class Walk:
     statuses: tuple[str, ...]
     after_at: datetime
     after_id: int
+    reached_horizon: bool = False
 
 
-def _batch(walk: Walk, policy: Policy, result: Pruned) -> int:
+def _move(walk: Walk, token: datetime, at: datetime, id_: int) -> None:
+    """Move walk's cursor, as the run holding token; raise TakenOver if it no longer does."""
+    with connection.cursor() as cursor:
+        cursor.execute(MOVE_SQL[walk.name], {"at": at, "id": id_, "token": token})
+        if cursor.rowcount != 1:
+            raise TakenOver
+    walk.after_at, walk.after_id = at, id_
+
+
+def _batch(walk: Walk, policy: Policy, result: Pruned, token: datetime) -> int:
     began = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
@@ -283,18 +328,33 @@ def _batch(walk: Walk, policy: Policy, result: Pruned) -> int:
         scanned, last_at, last_id, sent, finished, notification_ids = cursor.fetchone()
         if notification_ids:
             cursor.execute(ORPHANED_SQL, {"ids": notification_ids})
-            result.notifications += cursor.rowcount
+            orphans = cursor.rowcount
+        else:
+            orphans = 0
         if scanned:
-            # In the batch's transaction: the cursor moves exactly when the deletes commit.
-            cursor.execute(MOVE_SQL[walk.name], {"at": last_at, "id": last_id})
-            walk.after_at, walk.after_id = last_at, last_id
+            # In the batch's transaction: the cursor moves exactly when the deletes commit, and
+            # a run that was taken over rolls its batch back.
+            _move(walk, token, last_at, last_id)
+    result.notifications += orphans
     result.sent += sent
     result.finished += finished
     result.batches += 1
     result.longest_batch_seconds = max(
         result.longest_batch_seconds, round(time.monotonic() - began, 4)
     )
+    walk.reached_horizon = scanned < policy.batch
     return scanned
+
+
+def _sweep_empty(before: datetime, policy: Policy, token: datetime) -> int:
+    """Delete one batch of notifications that never had a delivery; return how many."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(EMPTY_SQL, {"before": before, "limit": policy.batch})
+        swept = cursor.rowcount
+        cursor.execute(ALIVE_SQL, {"token": token})
+        if cursor.rowcount != 1:
+            raise TakenOver
+    return swept
 
 
 def _out_of_time(policy: Policy, started: float) -> bool:

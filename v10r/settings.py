@@ -34,7 +34,7 @@ def _env_bool(name: str, *, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1 or 0.")
 
 
-def _env_int(name: str, *, default: int, minimum: int = 0) -> int:
+def _env_int(name: str, *, default: int, minimum: int = 0, maximum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -44,6 +44,8 @@ def _env_int(name: str, *, default: int, minimum: int = 0) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}.")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at most {maximum}.")
     return value
 
 
@@ -170,15 +172,18 @@ DISCORD_API_BASE_URL = os.environ.get("DISCORD_API_BASE_URL", "https://discord.c
 DELIVERY_WEBHOOK_ALLOW_LOOPBACK = _env_bool("DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False)
 # Retention (notifications/retention.py, manage.py prune_outbox, and the drain loop's idle
 # ticks): finished deliveries are deleted once queued this many days ago.
-OUTBOX_KEEP_SENT_DAYS = _env_int("OUTBOX_KEEP_SENT_DAYS", default=30, minimum=1)
-OUTBOX_KEEP_FINISHED_DAYS = _env_int("OUTBOX_KEEP_FINISHED_DAYS", default=90, minimum=1)
+# At most a century: a longer keep is "forever", and would overflow the date arithmetic.
+OUTBOX_KEEP_SENT_DAYS = _env_int("OUTBOX_KEEP_SENT_DAYS", default=30, minimum=1, maximum=36_500)
+OUTBOX_KEEP_FINISHED_DAYS = _env_int(
+    "OUTBOX_KEEP_FINISHED_DAYS", default=90, minimum=1, maximum=36_500
+)
 if OUTBOX_KEEP_FINISHED_DAYS < OUTBOX_KEEP_SENT_DAYS:
     raise ImproperlyConfigured(
         f"OUTBOX_KEEP_FINISHED_DAYS={OUTBOX_KEEP_FINISHED_DAYS} is shorter than "
         f"OUTBOX_KEEP_SENT_DAYS={OUTBOX_KEEP_SENT_DAYS}; failed and dead deliveries are kept "
         "at least as long as sent ones."
     )
-OUTBOX_PRUNE_BATCH = _env_int("OUTBOX_PRUNE_BATCH", default=1000, minimum=1)
+OUTBOX_PRUNE_BATCH = _env_int("OUTBOX_PRUNE_BATCH", default=1000, minimum=1, maximum=100_000)
 
 # /metrics (notifications/metrics.py): open to a bearer token, or to clients in the listed
 # networks (comma-separated, e.g. 10.0.0.0/8,127.0.0.1/32; the client address as

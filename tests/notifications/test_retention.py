@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from notifications import retention
 from notifications.models import Notification, NotificationDelivery, Status
@@ -103,9 +104,65 @@ def test_batches_are_bounded_and_the_cursor_is_kept_between_runs(rows):
     assert first.batches >= 12
     assert first.longest_batch_seconds < 5
     second = retention.prune(policy(batch=2))
-    # Nothing new behind either horizon: each walk reads one short batch and stops.
-    assert second.batches == 2
+    # Nothing new behind either horizon. The sent walk reads one short batch from where it
+    # stopped; the finished walk starts again from the oldest row, where only the six ancient
+    # unfinished rows it passed are left: three full batches and a short one.
+    assert second.batches == 1 + 4
     assert second.deliveries == 0
+
+
+def test_a_row_the_finished_walk_passed_unfinished_goes_once_it_has_finished(db, user):
+    ids = make_deliveries(user, 2, channel="email")
+    age(ids, days=100)
+    assert retention.prune(policy()).deliveries == 0  # pending: never deleted
+    finish(ids[:1], status="dead")  # given up on later, behind both cursors
+    assert retention.due(policy())["finished"] == 1
+    pruned = retention.prune(policy())
+    assert (pruned.finished, remaining(ids)) == (1, {ids[1]})
+
+
+def test_a_long_run_that_keeps_committing_is_not_taken_over(rows):
+    # Started an hour ago, but its last batch committed just now: alive, so a second run waits.
+    execute(
+        "INSERT INTO notifications.outbox_retention (id) VALUES (1) ON CONFLICT DO NOTHING;"
+        " UPDATE notifications.outbox_retention SET running_since = now() - interval '1 hour',"
+        " last_started_at = now() - interval '1 hour', alive_at = now()"
+    )
+    assert retention.prune(policy()).skipped
+    execute("UPDATE notifications.outbox_retention SET alive_at = now() - interval '6 minutes'")
+    assert not retention.prune(policy()).skipped
+
+
+def test_a_run_that_was_taken_over_stops_and_leaves_the_new_runs_state_alone(rows, monkeypatch):
+    """Between two batches (where it sleeps), the run is declared dead and another claims
+    pruning. Its next batch is rolled back, and it neither moves a cursor nor releases."""
+    taker = {}
+
+    def claimed_meanwhile(seconds):
+        if not taker:
+            execute(
+                "UPDATE notifications.outbox_retention SET running_since = clock_timestamp(),"
+                " last_started_at = clock_timestamp(), alive_at = clock_timestamp()"
+            )
+            taker["state"] = state()
+
+    def state():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT sent_after_at, sent_after_id, finished_after_id, running_since,"
+                " last_report::text FROM notifications.outbox_retention"
+            )
+            return cursor.fetchone()
+
+    monkeypatch.setattr(retention.time, "sleep", claimed_meanwhile)
+    pruned = retention.prune(policy(batch=1, pause=0.01))
+    assert pruned.taken_over and not pruned.complete
+    # One batch (the oldest row, an ancient pending one: kept) committed before the takeover;
+    # the next was rolled back, so the cursor stayed where the taker found it.
+    assert pruned.batches == 1
+    assert taker["state"][1] == rows["pending_ancient"][0]
+    assert state() == taker["state"]
+    assert not pruned.skipped and retention.prune(policy()).skipped  # the taker's claim holds
 
 
 def test_a_notification_keeps_its_delivery_on_another_channel(db, user):

@@ -69,6 +69,18 @@ def test_the_deploy_checks_bite_when_a_production_setting_is_weakened():
             {**PRODUCTION, "V10R_TRUSTED_PROXIES": "-1"},
             "V10R_TRUSTED_PROXIES='-1' must be at least 0",
         ),
+        (
+            {**PRODUCTION, "OUTBOX_PRUNE_BATCH": "200000"},
+            "OUTBOX_PRUNE_BATCH='200000' must be at most 100000",
+        ),
+        (
+            {**PRODUCTION, "OUTBOX_KEEP_SENT_DAYS": "1000000000"},
+            "OUTBOX_KEEP_SENT_DAYS='1000000000' must be at most 36500",
+        ),
+        (
+            {**PRODUCTION, "OUTBOX_KEEP_FINISHED_DAYS": "40000"},
+            "OUTBOX_KEEP_FINISHED_DAYS='40000' must be at most 36500",
+        ),
     ],
 )
 def test_a_bad_environment_stops_start_up_with_a_message_naming_the_variable(env, message):
