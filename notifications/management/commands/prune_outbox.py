@@ -77,3 +77,9 @@ class Command(BaseCommand):
                 f"{pruned.other_started_at:%Y-%m-%d %H:%M:%S %Z}); try again when it ends."
             )
         self.stdout.write(json.dumps(pruned.as_dict(), sort_keys=True))
+        if pruned.taken_over:
+            minutes = round(retention.STALE_RUN.total_seconds() / 60)
+            raise CommandError(
+                f"This run committed nothing for {minutes} minutes, so another run took over "
+                f"pruning; this one stopped after deleting {pruned.deliveries} deliveries."
+            )
