@@ -8,7 +8,9 @@ answers the same numbers, and a drain process on another host counts as much as 
 - counters and histograms that drain processes keep in the drain_metrics table. Each process
   adds what it did since its last flush to rows of its own (worker, metric, label), once a
   heartbeat, so a scrape sums every process that ever ran, alive or not; a process killed
-  between two flushes loses at most a second of counts.
+  between two flushes loses at most a second of counts. Housekeeping folds the rows of
+  processes gone for an hour into one set (fold_retired), so the table does not grow with
+  every restart.
 
 prometheus-client renders the text (and parses it, in the tests): the format's reference
 implementation. Its own multi-process mode was not used: it shares counters through files on
@@ -51,14 +53,37 @@ ON CONFLICT (worker, metric, label)
 DO UPDATE SET value = m.value + excluded.value, updated_at = now()
 """.strip()
 
+# Rows of processes that have stopped adding to them (an hour untouched) are added into one
+# "retired" set and deleted, in one statement, so the sums a scrape reads stay the same while
+# the table stays the size of the processes alive, not of every process that ever ran. A live
+# process that was merely idle for an hour starts fresh rows of its own on its next flush.
+RETIRED = "retired"
+FOLD_SQL = """
+WITH gone AS (
+    DELETE FROM notifications.drain_metrics
+    WHERE worker <> %(retired)s AND updated_at < now() - make_interval(secs => %(idle)s)
+    RETURNING metric, label, value
+)
+, folded AS (
+    INSERT INTO notifications.drain_metrics AS m (worker, metric, label, value, updated_at)
+    SELECT %(retired)s, metric, label, sum(value), now() FROM gone GROUP BY metric, label
+    ON CONFLICT (worker, metric, label)
+    DO UPDATE SET value = m.value + excluded.value, updated_at = now()
+)
+SELECT count(*) FROM gone
+""".strip()
+FOLD_AFTER_SECONDS = 3600
+
 TOTALS_SQL = """
 SELECT metric, label, sum(value)
 FROM notifications.drain_metrics
 GROUP BY metric, label
 """.strip()
 
-# Queue depth by channel, for the states a queue is made of (served by the claim, reaper and
-# pending-half indexes); failed, dead and sent are counted by stats.queue_depth.
+# Queue depth by channel for every state but sent: pending and processing (served by the
+# claim, reaper and pending-half indexes), failed and dead (index-only scans of their own
+# indexes, which carry the channel). Sent is most of the table and is given as a total, an
+# estimate once the table is large (stats.queue_depth); sends per channel are the counters.
 DEPTH_SQL = """
 SELECT channel,
        CASE WHEN status = 'pending' AND attempts > attempt_base THEN 'retrying' ELSE status END,
@@ -66,6 +91,12 @@ SELECT channel,
 FROM notifications.notification_deliveries
 WHERE status IN ('pending', 'processing')
 GROUP BY 1, 2
+UNION ALL
+SELECT channel, 'failed', count(*) FROM notifications.notification_deliveries
+WHERE status = 'failed' GROUP BY 1
+UNION ALL
+SELECT channel, 'dead', count(*) FROM notifications.notification_deliveries
+WHERE status = 'dead' GROUP BY 1
 """.strip()
 
 OLDEST_DUE_SQL = """
@@ -74,11 +105,14 @@ FROM notifications.notification_deliveries
 WHERE status = 'pending' AND next_attempt_at <= now()
 """.strip()
 
+# Every loop that has not stopped cleanly, for an hour after its last tick: a loop that stalls
+# shows an age that grows, rather than vanishing; one killed outright drops out after the hour
+# (its replacement has a name of its own). `fresh` says whether it ticked on time.
 HEARTBEATS_SQL = """
-SELECT worker, extract(epoch FROM now() - ticked_at)
+SELECT worker, extract(epoch FROM now() - ticked_at),
+       ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s) AS fresh
 FROM notifications.drain_heartbeats
-WHERE stopped_at IS NULL
-  AND ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s)
+WHERE stopped_at IS NULL AND ticked_at > now() - interval '1 hour'
 """.strip()
 
 
@@ -151,14 +185,14 @@ class QueueCollector(Collector):
         yield from _counters(totals)
         beat = GaugeMetricFamily(
             "v10r_drain_heartbeat_age_seconds",
-            "Seconds since each running drain loop last ticked.",
+            "Seconds since each drain loop that has not stopped last ticked (kept for an hour).",
             labels=["worker"],
         )
-        for worker, age in beats:
+        for worker, age, _fresh in beats:
             beat.add_metric([worker], float(age))
         yield beat
         loops = GaugeMetricFamily("v10r_drain_loops_running", "Drain loops ticking on time.")
-        loops.add_metric([], len(beats))
+        loops.add_metric([], sum(1 for *_, fresh in beats if fresh))
         yield loops
         size = GaugeMetricFamily(
             "v10r_outbox_table_bytes", "The deliveries table's size, indexes included."
@@ -171,13 +205,11 @@ class QueueCollector(Collector):
 def _depth(rows, depth) -> Iterable:
     family = GaugeMetricFamily(
         "v10r_outbox_deliveries",
-        "Deliveries per state; per channel for the states still queued.",
+        'Deliveries per state, per channel (sent: one total, channel "").',
         labels=["state", "channel"],
     )
     for channel, state, count in sorted(rows):
         family.add_metric([state, channel], count)
-    for state in ("failed", "dead"):
-        family.add_metric([state, ""], getattr(depth, state))
     family.add_metric(["sent", ""], depth.sent)
     yield family
     estimated = GaugeMetricFamily(
@@ -241,6 +273,13 @@ def _prune(last) -> Iterable:
     yield seconds
 
 
+def fold_retired() -> int:
+    """Fold the counts of processes gone for an hour into the retired set; return the rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(FOLD_SQL, {"retired": RETIRED, "idle": FOLD_AFTER_SECONDS})
+        return cursor.fetchone()[0]
+
+
 def registry() -> CollectorRegistry:
     """A registry of the queue's numbers alone (no process metrics of the one answering)."""
     found = CollectorRegistry(auto_describe=False)
@@ -252,8 +291,9 @@ def allowed(request, *, address: str) -> bool:
     """Whether request may read the metrics: the bearer token, or a client in the networks."""
     token = settings.METRICS_TOKEN
     if token:
-        given = request.headers.get("Authorization", "")
-        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        # The scheme's name is case-insensitive (RFC 9110); the token is not.
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode()):
             return True
     try:
         client = ipaddress.ip_address(address)

@@ -1,6 +1,7 @@
 """Deleting what the site leaves behind: expired rate-limit windows and sessions, finished
-demo notifications, and old finished deliveries (notifications/retention.py, a slice of
-PRUNE_SECONDS each time; `manage.py prune_outbox` runs it whole).
+demo notifications, old finished deliveries (notifications/retention.py, a slice of
+PRUNE_SECONDS each time; `manage.py prune_outbox` runs it whole), and the metric rows of drain
+processes gone for an hour (folded into one set, notifications/metrics.py).
 
 Nothing here needs a scheduler of its own: the drain loop runs it on idle ticks (at most once
 every EVERY), the cron trigger after a drain that emptied the queue, and `manage.py
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from notifications import retention
+from notifications import metrics, retention
 from showcases import queue_demo
 from v10r import ratelimit
 
@@ -40,6 +41,7 @@ class Tidied:
     sessions: int
     demo_notifications: int
     deliveries_pruned: int
+    metric_rows_folded: int
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -55,6 +57,7 @@ def run() -> Tidied:
         sessions=_repeat("sessions", _prune_sessions),
         demo_notifications=_repeat("demo notifications", lambda: queue_demo.prune(limit=BATCH)),
         deliveries_pruned=_prune_outbox(),
+        metric_rows_folded=_once("metric rows", metrics.fold_retired),
     )
 
 
@@ -65,6 +68,14 @@ def _prune_outbox() -> int:
         logger.exception("housekeeping: pruning the outbox failed")
         return 0
     return pruned.deliveries
+
+
+def _once(what: str, delete) -> int:
+    try:
+        return delete()
+    except DatabaseError:
+        logger.exception("housekeeping: folding %s failed", what)
+        return 0
 
 
 def _repeat(what: str, delete) -> int:

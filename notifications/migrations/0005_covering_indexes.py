@@ -24,7 +24,7 @@ REBUILT = [
     ),
     models.Index(
         fields=["-created_at", "-id"],
-        include=["error_code"],
+        include=["error_code", "channel"],
         condition=models.Q(status="failed"),
         name="deliveries_failed",
     ),

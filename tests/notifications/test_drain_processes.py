@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
+from django.db import connection
 
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
 from tests.helpers import counts, database_url, make_deliveries, poll, python, start_drain, stop
@@ -38,6 +39,43 @@ def test_four_processes_drain_five_thousand_deliveries_each_exactly_once(
     assert len(received) == 5000
     assert set(received.values()) == {1}
     assert {int(m.split("-")[1].split("@")[0]) for m in received} == set(ids)
+
+
+def test_a_drain_process_holds_one_database_connection_while_sixteen_threads_send(
+    transactional_db, user, smtp_server
+):
+    """docs/deploy.md counts one connection per drain process: only the draining thread
+    talks to PostgreSQL. Sampled from pg_stat_activity throughout 400 emails, 16 at a time."""
+    make_deliveries(user, 400, channel="email")
+    seen: set[int] = set()
+    most = 0
+
+    def sample() -> bool:
+        nonlocal most
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+            pids = {pid for (pid,) in cursor.fetchall()}
+        seen.update(pids)
+        most = max(most, len(pids))
+        return counts() == {Status.SENT: 400}
+
+    drain = start_drain(
+        "--batch-size",
+        "25",
+        url=database_url(),
+        smtp_port=smtp_server.port,
+        extra_env={"DELIVERY_CONCURRENCY": "16", "V10R_CHANNELS": "email,demo"},
+    )
+    try:
+        done = poll(sample, seconds=120, every=0.02)
+    finally:
+        code, output = stop(drain)
+    assert done and code == 0, output
+    assert len(smtp_server.mailbox.message_ids()) == 400
+    assert (most, len(seen)) == (1, 1), (most, seen)
 
 
 def test_sigterm_mid_batch_finishes_the_batch_and_exits_zero(transactional_db, user, smtp_server):

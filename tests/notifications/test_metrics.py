@@ -61,8 +61,10 @@ def test_a_missing_or_wrong_token_is_refused_and_then_limited(client, metrics_on
     statuses = [client.get("/metrics", headers=wrong).status_code for _ in range(25)]
     assert statuses[0] == 401 and statuses[-1] == 429
     assert client.post("/metrics").status_code == 405
-    # The right token is still let in.
+    # The right token is still let in, whatever the case of the scheme's name.
     assert client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert client.get("/metrics", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+    assert client.get("/metrics", headers={"Authorization": f"Basic {TOKEN}"}).status_code != 200
 
 
 @pytest.mark.django_db
@@ -151,3 +153,70 @@ def test_a_tally_puts_each_time_in_its_bucket():
     assert tally.values[("claim_seconds_bucket", "0.005")] == 1
     assert tally.values[("claim_seconds_bucket", "+Inf")] == 1
     assert tally.values[("claim_seconds_count", "")] == 4
+
+
+@pytest.mark.django_db
+def test_failed_and_dead_rows_are_counted_per_channel(client, metrics_on, user):
+    from tests.helpers import finish
+
+    finish(make_deliveries(user, 2, channel="recording"), status="failed")
+    finish(make_deliveries(user, 3, channel="always_retryable"), status="dead")
+    finish(make_deliveries(user, 1, channel="recording"), status="dead")
+    families = scrape(client)
+    assert sample(families, "v10r_outbox_deliveries", state="failed", channel="recording") == 2
+    assert sample(families, "v10r_outbox_deliveries", state="dead", channel="recording") == 1
+    assert sample(families, "v10r_outbox_deliveries", state="dead", channel="always_retryable") == 3
+
+
+@pytest.mark.django_db
+def test_a_stalled_loop_shows_a_growing_age_and_is_not_counted_as_running(client, metrics_on):
+    execute(
+        "INSERT INTO notifications.drain_heartbeats (worker, host, interval_seconds, started_at,"
+        " ticked_at, last_report) VALUES"
+        " ('stalled:1', 'stalled', 15, now() - interval '1 hour', now() - interval '10 minutes',"
+        " '{}'), ('killed:2', 'killed', 15, now() - interval '3 hours',"
+        " now() - interval '2 hours', '{}')"
+    )
+    families = scrape(client)
+    assert 590 < sample(families, "v10r_drain_heartbeat_age_seconds", worker="stalled:1") < 700
+    assert sample(families, "v10r_drain_loops_running") == 0
+    with pytest.raises(AssertionError, match="no sample"):
+        sample(families, "v10r_drain_heartbeat_age_seconds", worker="killed:2")
+
+
+@pytest.mark.django_db
+def test_the_counts_of_processes_gone_for_an_hour_are_folded_and_still_add_up(client, metrics_on):
+    def flush(worker: str, sent: float, claims: list[float]) -> None:
+        tally = metrics.Tally()
+        tally.add("sends", "email|sent", sent)
+        for seconds in claims:
+            tally.observe("claim_seconds", seconds)
+        tally.flush(worker=worker)
+
+    flush("old-host:1", 5, [0.002, 0.3])
+    flush("old-host:2", 7, [0.002])
+    flush("live-host:3", 11, [0.02])
+    execute(
+        "UPDATE notifications.drain_metrics SET updated_at = now() - interval '2 hours'"
+        " WHERE worker LIKE 'old-host:%%'"
+    )
+    before = scrape(client)
+    assert metrics.fold_retired() == 5 + 4  # every row of the two old processes
+    after = scrape(client)
+    for name, labels in [
+        ("v10r_outbox_sends_total", {"channel": "email", "outcome": "sent"}),
+        ("v10r_outbox_claim_seconds_count", {}),
+        ("v10r_outbox_claim_seconds_sum", {}),
+        ("v10r_outbox_claim_seconds_bucket", {"le": "0.0025"}),
+        ("v10r_outbox_claim_seconds_bucket", {"le": "+Inf"}),
+    ]:
+        assert sample(after, name, **labels) == pytest.approx(sample(before, name, **labels))
+    assert sample(after, "v10r_outbox_sends_total", channel="email", outcome="sent") == 23
+    workers = set(DrainMetric.objects.values_list("worker", flat=True))
+    assert workers == {"live-host:3", metrics.RETIRED}
+    # Folding again adds into the same retired rows, and a process coming back starts afresh.
+    flush("old-host:1", 1, [])
+    execute("UPDATE notifications.drain_metrics SET updated_at = now() - interval '2 hours'")
+    metrics.fold_retired()
+    assert set(DrainMetric.objects.values_list("worker", flat=True)) == {metrics.RETIRED}
+    assert sample(scrape(client), "v10r_outbox_sends_total", channel="email", outcome="sent") == 24

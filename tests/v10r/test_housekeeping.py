@@ -65,6 +65,7 @@ def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftov
         "sessions": 1,
         "demo_notifications": 1,
         "deliveries_pruned": 0,
+        "metric_rows_folded": 0,
     }
     with connection.cursor() as cursor:
         cursor.execute("SELECT key FROM v10r_rate_limit_windows")
@@ -80,6 +81,7 @@ def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftov
         "sessions": 0,
         "demo_notifications": 0,
         "deliveries_pruned": 0,
+        "metric_rows_folded": 0,
     }
 
 
@@ -104,7 +106,8 @@ def test_a_running_drain_loop_tidies_up_on_its_idle_ticks(leftovers, smtp_server
 def test_the_housekeeping_command_reports_what_it_deleted(leftovers, capsys):
     call_command("housekeeping")
     assert capsys.readouterr().out.strip() == (
-        "rate_limit_windows=1 sessions=1 demo_notifications=1 deliveries_pruned=0"
+        "rate_limit_windows=1 sessions=1 demo_notifications=1 deliveries_pruned=0 "
+        "metric_rows_folded=0"
     )
 
 
@@ -162,6 +165,7 @@ def test_one_kind_failing_does_not_stop_the_others(leftovers, monkeypatch, caplo
         "sessions": 1,
         "demo_notifications": 0,
         "deliveries_pruned": 0,
+        "metric_rows_folded": 0,
     }
     assert "deleting demo notifications failed" in caplog.text
 

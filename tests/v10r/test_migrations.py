@@ -97,4 +97,4 @@ def test_the_covering_index_migration_recovers_from_an_interrupted_build(django_
         "(attempted_at) INCLUDE (channel, status, attempts, attempt_base)"
     )
     assert "INCLUDE (channel) WHERE" in indexes["deliveries_dead"]
-    assert "INCLUDE (error_code) WHERE" in indexes["deliveries_failed"]
+    assert "INCLUDE (error_code, channel) WHERE" in indexes["deliveries_failed"]
