@@ -93,7 +93,7 @@ def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
 
 def about(value: timedelta) -> str:
     """A wait as a visitor reads it: to the second under two minutes, else to the minute."""
-    from showcases.templatetags.showcases import duration
+    from v10r.templatetags.units import duration
 
     seconds = max(round(value.total_seconds()), 0)
     if seconds >= 120:

@@ -1,31 +1,18 @@
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django import template
 from django.conf import settings
 from django.utils import formats
-from django.utils.translation import gettext as _
 
 from notifications import catalogue
 from notifications.models import NotificationDelivery
+from v10r.templatetags import units
 
 register = template.Library()
 
 
-@register.filter
-def duration(value: timedelta) -> str:
-    """30 s, 2 min, 1 h 30 min: the policy's waits, read at a glance."""
-    seconds = round(value.total_seconds())
-    if seconds < 60:
-        return _("%(n)d s") % {"n": seconds}
-    if seconds < 3600:
-        minutes, rest = divmod(seconds, 60)
-        text = _("%(n)d min") % {"n": minutes}
-        return text if not rest else f"{text} {_('%(n)d s') % {'n': rest}}"
-    hours, rest = divmod(seconds, 3600)
-    text = _("%(n)d h") % {"n": hours}
-    return text if not rest else f"{text} {_('%(n)d min') % {'n': rest // 60}}"
+# The site's one way of writing a duration ("1 min 9 s", "1 мин 9 с"), the console's too.
+register.filter("duration", units.duration)
 
 
 @register.simple_tag(takes_context=True)

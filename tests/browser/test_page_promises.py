@@ -104,7 +104,7 @@ def test_a_failing_row_shows_its_error_and_its_next_send(site, page, language, f
     page.wait_for_selector("[data-feed-status=retrying]", timeout=10_000)
     (row,) = feed(page)
     assert row["note"].startswith(f"{failed} {then}"), row["note"]
-    assert re.search(r"\d+ (min|мин)", row["note"]), "says when it will be given up"
+    assert re.search(r"\d+\s(min|мин)", row["note"]), "says when it will be given up"
     assert csp_violations(page) == []
 
 

@@ -24,9 +24,13 @@ def test_the_claim_on_the_page_is_the_very_statement_the_worker_runs(client):
 def test_the_policy_grid_is_computed_from_the_settings_and_backoff(client, settings):
     settings.DELIVERY_BATCH_SIZE = 40
     body = client.get(PAGE).content.decode()
-    assert "30 s → 2 min → 8 min → 32 min (±15%)" in body
+    # Each number is tied to its unit by a no-break space, as everywhere on the site.
+    curve = "30 s → 2 min → 8 min → 32 min (±15%)".replace(" s", "\u00a0s").replace(
+        " min", "\u00a0min"
+    )
+    assert curve in body
     assert "<dd>40</dd>" in body
-    assert "<dd>5 min</dd>" in body  # the lease, 300 s
+    assert "<dd>5\u00a0min</dd>" in body  # the lease, 300 s
 
 
 @pytest.mark.parametrize(
