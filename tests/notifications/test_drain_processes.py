@@ -53,9 +53,10 @@ def test_a_drain_process_holds_one_database_connection_while_sixteen_threads_sen
     def sample() -> bool:
         nonlocal most
         with connection.cursor() as cursor:
+            # Only the drain's own: other tests' servers may be connected to this database.
             cursor.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                " AND application_name = 'drain-under-test'"
             )
             pids = {pid for (pid,) in cursor.fetchall()}
         seen.update(pids)
@@ -67,7 +68,12 @@ def test_a_drain_process_holds_one_database_connection_while_sixteen_threads_sen
         "25",
         url=database_url(),
         smtp_port=smtp_server.port,
-        extra_env={"DELIVERY_CONCURRENCY": "16", "V10R_CHANNELS": "email,demo"},
+        # libpq names every connection the process opens after PGAPPNAME.
+        extra_env={
+            "DELIVERY_CONCURRENCY": "16",
+            "V10R_CHANNELS": "email,demo",
+            "PGAPPNAME": "drain-under-test",
+        },
     )
     try:
         done = poll(sample, seconds=120, every=0.02)
