@@ -78,6 +78,22 @@ def slow_body(port: int, marker: str) -> socket.socket:
     return client
 
 
+def answered(connection: socket.socket) -> bool:
+    """Whether the server has answered (or closed) a connection we have not finished."""
+    timeout = connection.gettimeout()
+    connection.settimeout(0)
+    try:
+        connection.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False  # nothing yet: still waiting for the rest of our request
+    except OSError:
+        return True  # reset
+    else:
+        return True  # an answer, or the end of the stream
+    finally:
+        connection.settimeout(timeout)
+
+
 def headers_only(port: int, method: str, path: str, *, length: int) -> tuple[str, bytes]:
     """Send headers declaring a body of length bytes, and none of it; return the answer's
     status line and the whole answer.
