@@ -163,7 +163,7 @@ def check_channel_tokens(app_configs=None, **kwargs):
         Warning(
             f"The {name} channel is configured but {setting} is not set: every {name} "
             "delivery will fail permanently.",
-            hint=f"Set {setting}, or remove {name!r} from DELIVERY_CHANNELS.",
+            hint=f"Set {setting}, or list the channels to run in V10R_CHANNELS, without {name}.",
             id="notifications.W001",
         )
         for name, setting in TOKENS.items()

@@ -72,6 +72,8 @@ def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, 
         assert [w.msg.split(":")[0] for w in warnings] == [
             "The telegram channel is configured but TELEGRAM_BOT_TOKEN is not set"
         ]
+        # The setting an operator controls, not the one derived from it.
+        assert "V10R_CHANNELS" in warnings[0].hint
         ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
         enqueue.send_notification(
             user=user,
