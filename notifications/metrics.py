@@ -107,12 +107,14 @@ WHERE status = 'pending' AND next_attempt_at <= now()
 
 # Every loop that has not stopped cleanly, for an hour after its last tick: a loop that stalls
 # shows an age that grows, rather than vanishing; one killed outright drops out after the hour
-# (its replacement has a name of its own). `fresh` says whether it ticked on time.
+# (its replacement has a name of its own). `fresh` says whether it ticked on time. Not the
+# cron trigger's row: it is no loop, and between two cron calls it is meant to be quiet.
 HEARTBEATS_SQL = """
 SELECT worker, extract(epoch FROM now() - ticked_at),
        ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s) AS fresh
 FROM notifications.drain_heartbeats
 WHERE stopped_at IS NULL AND ticked_at > now() - interval '1 hour'
+  AND worker <> %(cron)s
 """.strip()
 
 
@@ -129,7 +131,10 @@ class Tally:
     def observe(self, metric: str, seconds: float) -> None:
         index = bisect.bisect_left(BUCKETS, seconds)
         self.add(f"{metric}_bucket", str(BUCKETS[index]) if index < len(BUCKETS) else "+Inf")
-        self.add(f"{metric}_sum", "", seconds)
+        # In whole microseconds: integers add up exactly in a double, in any order, so the sum
+        # a scrape reads over many rows never moves backwards by a rounding (Prometheus would
+        # take that for a counter reset).
+        self.add(f"{metric}_sum_us", "", round(seconds * 1_000_000))
         self.add(f"{metric}_count", "")
 
     def count_report(self, report) -> None:
@@ -172,7 +177,10 @@ class QueueCollector(Collector):
             depth_rows = cursor.fetchall()
             cursor.execute(OLDEST_DUE_SQL)
             (oldest_due,) = cursor.fetchone()
-            cursor.execute(HEARTBEATS_SQL, {"stale": heartbeat.STALE_AFTER_INTERVALS})
+            cursor.execute(
+                HEARTBEATS_SQL,
+                {"stale": heartbeat.STALE_AFTER_INTERVALS, "cron": heartbeat.CRON_WORKER},
+            )
             beats = cursor.fetchall()
         depth = stats.queue_depth()
         yield from _depth(depth_rows, depth)
@@ -248,7 +256,8 @@ def _counters(totals) -> Iterable:
             cumulative += counts.get(bound, 0.0)
             buckets.append((bound, cumulative))
         family = HistogramMetricFamily(f"v10r_outbox_{name}", text)
-        family.add_metric([], buckets, sum_value=by_name.get(f"{name}_sum", {}).get("", 0.0))
+        sum_us = by_name.get(f"{name}_sum_us", {}).get("", 0.0)
+        family.add_metric([], buckets, sum_value=sum_us / 1_000_000)
         yield family
 
 

@@ -2,7 +2,8 @@
 
 The deliveries table only grows otherwise: every sent row is kept forever. Two walks go
 through it from the oldest row, in (created_at, id) order on the deliveries_recent index,
-each with a cursor kept in the database (the outbox_retention row), so no row is looked at twice:
+each with a cursor kept in the database (the outbox_retention row), so a run carries on where
+the last one stopped and the rows already deleted are not walked again:
 
 - the *sent* walk deletes sent rows queued more than OUTBOX_KEEP_SENT_DAYS ago;
 - the *finished* walk, OUTBOX_KEEP_FINISHED_DAYS behind (the longer), deletes every finished
