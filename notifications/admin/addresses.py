@@ -154,7 +154,12 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
             obj.deactivated_at, obj.deactivated_reason = None, ""
         super().save_model(request, obj, form, change)
 
-    @admin.action(description=_("Rotate the webhook secret (the old one stays valid)"))
+    # Both change what a receiver must hold, and the rotation shows the new secret: only for
+    # staff who may change addresses, never for those who may only look.
+    @admin.action(
+        permissions=["change"],
+        description=_("Rotate the webhook secret (the old one stays valid)"),
+    )
     def rotate_webhook_secret(self, request, queryset):
         for address in queryset.filter(channel="webhook"):
             new = signing.new_secret()
@@ -178,7 +183,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
                 messages.SUCCESS,
             )
 
-    @admin.action(description=_("Drop the previous webhook secret"))
+    @admin.action(permissions=["change"], description=_("Drop the previous webhook secret"))
     def drop_previous_webhook_secret(self, request, queryset):
         dropped = WebhookSecret.objects.filter(
             address__in=queryset.filter(channel="webhook")
