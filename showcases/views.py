@@ -6,6 +6,7 @@ from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
@@ -30,6 +31,24 @@ def _queue_context(request) -> dict:
         "loop": heartbeat.status(),
         "feed": queue_demo.feed(request.session.get(SESSION_KEY, [])),
     }
+
+
+# For each language, one whole number from every plural category CLDR gives to numbers in
+# it. The browser names a count's category (Intl.PluralRules) and shows the words ngettext
+# chose for that category's number: the catalogue keeps the words, CLDR the rule. Russian's
+# "other" is for fractions ("1,5 кадра"), which take the same form as two.
+PLURAL_SAMPLES = {
+    "en": {"one": 1, "other": 2},
+    "de": {"one": 1, "other": 2},
+    "ru": {"one": 1, "few": 2, "many": 5, "other": 2},
+}
+
+
+def _plural_forms(words) -> dict[str, str]:
+    """words(n) is ngettext's sentence for n; return it for each plural category of the
+    active language, keyed by category, for numbers.plural() in the browser."""
+    samples = PLURAL_SAMPLES[get_language()]
+    return {category: words(number) for category, number in samples.items()}
 
 
 def _demo_messages() -> dict:
@@ -93,10 +112,25 @@ def _demo_messages() -> dict:
             "On the main thread the page froze for up to {main}; with the worker the longest "
             "frame was {worker}, so the page kept moving."
         ),
+        "verdictWorkerSmoother": _plural_forms(
+            lambda ratio: ngettext(
+                "Both lanes had slow frames, but the worker kept the page far smoother: the main "
+                "thread’s longest frame, {main}, was {ratio} time as long as the worker’s, "
+                "{worker}.",
+                "Both lanes had slow frames, but the worker kept the page far smoother: the main "
+                "thread’s longest frame, {main}, was {ratio} times as long as the worker’s, "
+                "{worker}.",
+                ratio,
+            )
+        ),
         "verdictBothSlow": _(
-            "Both lanes had slow frames this time: up to {main} on the main thread and {worker} "
-            "with the worker (over {limit}, a frame is a visible stutter). Run both again to "
-            "compare."
+            "Both lanes had slow frames of about the same length this time: up to {main} on the "
+            "main thread and {worker} with the worker. The machine was busy, and a busy machine "
+            "delays frames whichever thread does the work. Run both again to compare."
+        ),
+        "verdictClose": _(
+            "The longest frames were close, {main} on the main thread and {worker} with the "
+            "worker: less than one stutter apart, so this run does not tell the threads apart."
         ),
         "verdictWorkerSlow": _(
             "This time the worker lane had the slow frame: {worker}, against {main} on the main "

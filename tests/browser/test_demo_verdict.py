@@ -1,11 +1,14 @@
-"""The verdict under the lanes says what the two longest frames show, and nothing else.
+"""The verdict under the lanes compares the two longest frames, and says nothing else.
 
-A slow frame is forced where a test needs one: the main thread is kept busy for 150 ms inside
-the lane's own measured work (in its decode call, or right after the page posts to the
-worker), which is what a busy machine does to a frame.
+A slow frame is forced where a test needs one: the main thread is kept busy for a set time
+inside the lane's own measured work (in its decode call, or right after the page posts to the
+worker), which is what a busy machine does to a frame. A throttled CPU (Chromium's own
+emulation) makes the whole page as slow as a busy machine's.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -48,10 +51,38 @@ STALL_DURING_WORKER_LANE = """(ms) => {
 
 VERDICT = {
     "main": "verdictMainSlow",
+    "smoother": "verdictWorkerSmoother",
     "both": "verdictBothSlow",
     "worker": "verdictWorkerSlow",
+    "close": "verdictClose",
     "neither": "verdictNeither",
 }
+
+
+def plural_category(language: str, number: int) -> str:
+    """CLDR's plural category of a whole number: "в 2 раза", "в 5 раз", "в 21 раз"."""
+    if language != "ru":
+        return "one" if number == 1 else "other"
+    if number % 10 == 1 and number % 100 != 11:
+        return "one"
+    if number % 10 in (2, 3, 4) and number % 100 not in (12, 13, 14):
+        return "few"
+    return "many"
+
+
+def far_longer(long: float, short: float) -> bool:
+    return long >= 2 * short and long - short >= SLOW_FRAME_MS
+
+
+def case_of(main: float, worker: float) -> str:
+    main_slow, worker_slow = main > SLOW_FRAME_MS, worker > SLOW_FRAME_MS
+    if not main_slow and not worker_slow:
+        return "neither"
+    if far_longer(main, worker):
+        return "smoother" if worker_slow else "main"
+    if far_longer(worker, main):
+        return "worker"
+    return "both" if main_slow and worker_slow else "close"
 
 
 def messages(page) -> dict:
@@ -66,22 +97,18 @@ def expected_verdict(page, language: str, *, full_resolution: bool = False) -> t
         dd = page.query_selector(f"[data-lane={lane}] [data-stat=frame]")
         frames[lane] = float(dd.get_attribute("data-value"))
         shown[lane] = dd.text_content()
-    main_slow = frames["main"] > SLOW_FRAME_MS
-    worker_slow = frames["worker"] > SLOW_FRAME_MS
-    case = {
-        (True, True): "both",
-        (True, False): "main",
-        (False, True): "worker",
-        (False, False): "neither",
-    }[main_slow, worker_slow]
+    case = case_of(frames["main"], frames["worker"])
     text = messages(page)
+    template = text[VERDICT[case]]
+    if case == "smoother":
+        ratio = round(frames["main"] / frames["worker"])
+        template = template[plural_category(language, ratio)].replace("{ratio}", str(ratio))
     sentence = (
-        text[VERDICT[case]]
-        .replace("{main}", shown["main"])
+        template.replace("{main}", shown["main"])
         .replace("{worker}", shown["worker"])
         .replace("{limit}", LIMIT[language])
     )
-    if case == "neither" and not full_resolution:
+    if case in {"neither", "close"} and not full_resolution:
         sentence += " " + text["tryFullResolution"]
     return case, spaced(sentence)
 
@@ -96,20 +123,30 @@ def shown_verdict(page) -> str:
     return spaced(page.text_content("[data-verdict]"))
 
 
-def run_both(page, site, photo: str, language: str, *, stall: tuple[str, ...]) -> None:
+def run_both(
+    page, site, photo: str, language: str, *, stall: tuple[str, ...], stall_ms=None
+) -> None:
+    """stall_ms: how long each stalled lane blocks the main thread, 150 ms unless told."""
+    stall_ms = {"main": 150, "worker": 150, **(stall_ms or {})}
     open_demo(page, site, PREFIX[language] + PAGE)
     page.set_input_files("#demo-file", photo)
     page.wait_for_selector("[data-run=main]:not([disabled])")
     if "main" in stall:
-        page.evaluate(STALL_MAIN_LANE, 150)
+        page.evaluate(STALL_MAIN_LANE, stall_ms["main"])
     if "worker" in stall:
-        page.evaluate(STALL_DURING_WORKER_LANE, 150)
+        page.evaluate(STALL_DURING_WORKER_LANE, stall_ms["worker"])
     run_lane(page, "main")
     run_lane(page, "worker")
 
 
+def throttle_cpu(page, rate: int) -> None:
+    """Make Chromium run the page's threads `rate` times slower, as on a busy machine."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Emulation.setCPUThrottlingRate", {"rate": rate})
+
+
 @pytest.mark.parametrize("language", ["en", "ru"])
-def test_when_both_lanes_stall_the_verdict_does_not_say_the_page_kept_moving(
+def test_when_both_lanes_stall_alike_the_verdict_says_they_were_alike_on_a_busy_machine(
     site, page, small_png, language
 ):
     run_both(page, site, small_png, language, stall=("main", "worker"))
@@ -119,6 +156,33 @@ def test_when_both_lanes_stall_the_verdict_does_not_say_the_page_kept_moving(
     case, sentence = expected_verdict(page, language)
     assert case == "both"
     assert verdict == sentence
+    assert {"en": "The machine was busy", "ru": "Компьютер был занят"}[language] in verdict
+    assert csp_violations(page) == []
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_on_a_busy_machine_a_far_longer_main_thread_stall_is_called_far_smoother_with_the_ratio(
+    site, page, small_png, language
+):
+    throttle_cpu(page, 6)
+    # Both lanes over the stutter line; the main thread's freeze several times the worker's.
+    run_both(
+        page,
+        site,
+        small_png,
+        language,
+        stall=("main", "worker"),
+        stall_ms={"main": 600, "worker": 60},
+    )
+    case, sentence = expected_verdict(page, language)
+    assert case == "smoother", sentence
+    verdict = shown_verdict(page)
+    assert verdict == sentence
+    main = spaced(page.text_content("[data-lane=main] [data-stat=frame]"))
+    worker = spaced(page.text_content("[data-lane=worker] [data-stat=frame]"))
+    assert main in verdict and worker in verdict
+    said = {"en": r"was \d+ times as long", "ru": r"в \d+ раза? длиннее"}[language]
+    assert re.search(said, verdict), verdict
     assert csp_violations(page) == []
 
 

@@ -280,6 +280,46 @@ def test_a_success_reported_after_a_reap_but_before_a_reclaim_still_lands(db, us
     assert outbox.claim(batch_size=1) == []  # so it is not sent a second time
 
 
+def test_a_stale_workers_release_leaves_the_new_claim_alone(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [first] = outbox.claim(batch_size=1)
+    # The first worker stalls past its lease, a second claims the row and is sending it...
+    outlive_lease(delivery_id)
+    [second] = outbox.claim(batch_size=1)
+    before = row(delivery_id)
+    # ...when the first runs out of time and hands back the row it no longer holds.
+    assert outbox.release([first]) == set()
+    after = row(delivery_id)
+    assert (after.status, after.attempts, after.attempt_base, after.next_attempt_at) == (
+        Status.PROCESSING,
+        second.attempts,
+        before.attempt_base,
+        before.next_attempt_at,
+    )
+    assert outbox.claim(batch_size=1) == []  # nobody else is handed the row meanwhile
+    assert mark_sent(second, provider_message_id="on-time") is True
+
+
+def test_a_release_after_the_outcome_landed_changes_nothing(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    assert mark_sent(claimed, provider_message_id="m-1")
+    assert outbox.release([claimed]) == set()
+    stored = row(delivery_id)
+    assert (stored.status, stored.attempt_base) == (Status.SENT, 0)
+
+
+def test_a_release_puts_its_own_claim_back_due_now_without_counting_the_send(db, user):
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    assert outbox.release([claimed]) == {delivery_id}
+    stored = row(delivery_id)
+    assert (stored.status, stored.attempts - stored.attempt_base) == (Status.PENDING, 0)
+    assert stored.next_attempt_at <= db_now()
+    [again] = outbox.claim(batch_size=1)
+    assert again.attempts == claimed.attempts + 1  # a fence value nobody held before
+
+
 def test_a_terminal_row_cannot_be_rewritten(db, user):
     [delivery_id] = make_deliveries(user, 1)
     [claimed] = outbox.claim(batch_size=1)

@@ -53,3 +53,21 @@ export function percent(share) {
 export function pixels(value) {
   return formatter({ useGrouping: false }).format(value);
 }
+
+// Whole counts, grouped as the language groups them ("3 600" in Russian).
+export function count(value) {
+  return formatter({ maximumFractionDigits: 0 }).format(value);
+}
+
+const pluralRules = new Intl.PluralRules(document.documentElement.lang || undefined);
+
+// forms: the page's words for each plural category of its language (views._plural_forms),
+// from which the language's own rule picks: "1 кадр", "2 кадра", "5 кадров", "21 кадр".
+export function plural(forms, value) {
+  return forms[pluralRules.select(value)] ?? forms.other;
+}
+
+// A pixel count in millions, one decimal at most: 81000000 → "81", 50400000 → "50.4".
+export function megapixels(count) {
+  return formatter({ maximumFractionDigits: 1 }).format(count / 1_000_000);
+}

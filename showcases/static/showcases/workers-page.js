@@ -326,7 +326,14 @@ function showLane(name, { result, longestFrame: frame, maxEdge: edge, extra = {}
   verdict();
 }
 
-// What the two browser lanes' longest frames show, and nothing more.
+// One lane's longest frame is far longer than the other's when it is at least twice as long
+// and at least one stutter (SLOW_FRAME_MS) longer: the ratio alone would part 40 ms from 17 ms,
+// both a single brief hitch at most, and the difference alone 1,000 ms from 1,050 ms, two
+// freezes a visitor cannot tell apart.
+const FAR_RATIO = 2;
+const farLonger = (long, short) => long >= FAR_RATIO * short && long - short >= SLOW_FRAME_MS;
+
+// What the two browser lanes' longest frames show, compared with each other, and nothing more.
 function verdict() {
   const box = $("[data-verdict]");
   const { main, worker } = state.results;
@@ -346,13 +353,25 @@ function verdict() {
   const mainSlow = main.longestFrame > SLOW_FRAME_MS;
   const workerSlow = worker.longestFrame > SLOW_FRAME_MS;
   let sentence;
-  if (mainSlow && workerSlow) sentence = format(text.verdictBothSlow, values);
-  else if (mainSlow) sentence = format(text.verdictMainSlow, values);
-  else if (workerSlow) sentence = format(text.verdictWorkerSlow, values);
-  else {
+  let suggest = false;
+  if (!mainSlow && !workerSlow) {
     sentence = format(text.verdictNeither, values);
-    if (main.maxEdge !== 0) sentence += ` ${text.tryFullResolution}`;
+    suggest = true;
+  } else if (farLonger(main.longestFrame, worker.longestFrame)) {
+    if (workerSlow) {
+      const ratio = Math.round(main.longestFrame / worker.longestFrame);
+      const template = numbers.plural(text.verdictWorkerSmoother, ratio);
+      sentence = format(template, { ...values, ratio: numbers.count(ratio) });
+    } else sentence = format(text.verdictMainSlow, values);
+  } else if (farLonger(worker.longestFrame, main.longestFrame)) {
+    sentence = format(text.verdictWorkerSlow, values);
+  } else if (mainSlow && workerSlow) {
+    sentence = format(text.verdictBothSlow, values);
+  } else {
+    sentence = format(text.verdictClose, values);
+    suggest = true;
   }
+  if (suggest && main.maxEdge !== 0) sentence += ` ${text.tryFullResolution}`;
   box.textContent = sentence;
 }
 

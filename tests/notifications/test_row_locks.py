@@ -1,0 +1,175 @@
+"""Every statement that takes row locks skips a row another transaction holds, at once.
+
+Each case locks one of its rows from a second, open transaction and runs the statement under
+a short lock_timeout: one that waited for the lock (a lost `SKIP LOCKED`) fails here within
+that timeout instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+
+from notifications import outbox, retention
+from notifications.models import Notification, NotificationDelivery, Status
+from showcases import queue_demo
+from tests.helpers import BASE_DIR, execute, make_deliveries
+from v10r import ratelimit
+from v10r.models import RateLimitWindow
+
+LOCK_TIMEOUT = "2s"
+
+
+def age_deliveries(ids: list[int], *, status: str, days: float) -> None:
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = %s, "
+        "created_at = now() - make_interval(secs => %s) WHERE id = ANY(%s)",
+        [status, days * 86400, ids],
+    )
+
+
+def age_notifications(ids: list[int], *, days: float) -> None:
+    execute(
+        "UPDATE notifications.notifications SET created_at = now() - make_interval(secs => %s) "
+        "WHERE id = ANY(%s)",
+        [days * 86400, ids],
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    """Rows made by setup(user) -> (their keys, the table, its key column); run() processes
+    them; left(keys) are the keys still waiting to be processed."""
+
+    setup: object
+    table: str
+    column: str
+    run: object
+    left: object
+
+
+def pending_left(ids):
+    return set(
+        NotificationDelivery.objects.filter(pk__in=ids, status=Status.PENDING).values_list(
+            "pk", flat=True
+        )
+    )
+
+
+def deliveries_left(ids):
+    return set(NotificationDelivery.objects.filter(pk__in=ids).values_list("pk", flat=True))
+
+
+def notifications_left(ids):
+    return set(Notification.objects.filter(pk__in=ids).values_list("pk", flat=True))
+
+
+def windows_left(keys):
+    return set(RateLimitWindow.objects.filter(key__in=keys).values_list("key", flat=True))
+
+
+def claim_lane(channel):
+    return lambda user: make_deliveries(user, 3, channel=channel)
+
+
+def finished_demo_rows(user):
+    ids = make_deliveries(user, 3, channel="demo")
+    age_deliveries(ids, status=Status.SENT, days=1)
+    return ids
+
+
+def old_sent_rows(user):
+    ids = make_deliveries(user, 3)
+    age_deliveries(ids, status=Status.SENT, days=3)
+    return ids
+
+
+def old_empty_notifications(user):
+    made = Notification.objects.bulk_create(
+        [Notification(user=user, type="test", message_key="queue.demo") for _ in range(3)]
+    )
+    ids = [n.pk for n in made]
+    age_notifications(ids, days=3)
+    return ids
+
+
+def expired_windows(user):
+    keys = [f"test:{i}" for i in range(3)]
+    RateLimitWindow.objects.bulk_create(
+        [RateLimitWindow(key=key, window_start="2000-01-01T00:00:00Z", hits=1) for key in keys]
+    )
+    return keys
+
+
+def prune_old():
+    return retention.prune(
+        retention.Policy(keep_sent=timedelta(days=1), keep_finished=timedelta(days=1), pause=0)
+    )
+
+
+DELIVERIES = "notifications.notification_deliveries"
+CASES = {
+    "the claim's real lane": Case(
+        claim_lane("recording"), DELIVERIES, "id", lambda: outbox.claim(batch_size=3), pending_left
+    ),
+    "the claim's demo lane": Case(
+        claim_lane("demo"), DELIVERIES, "id", lambda: outbox.claim(batch_size=3), pending_left
+    ),
+    "the demo rows' pruning": Case(
+        finished_demo_rows,
+        DELIVERIES,
+        "id",
+        lambda: queue_demo.prune(older_than=timedelta(minutes=10)),
+        deliveries_left,
+    ),
+    "retention's walk": Case(old_sent_rows, DELIVERIES, "id", prune_old, deliveries_left),
+    "retention's sweep of empty notifications": Case(
+        old_empty_notifications, "notifications.notifications", "id", prune_old, notifications_left
+    ),
+    "the rate limits' pruning": Case(
+        expired_windows,
+        "v10r_rate_limit_windows",
+        "key",
+        lambda: ratelimit.prune(older_than=timedelta(hours=1)),
+        windows_left,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_a_row_locked_by_another_open_transaction_is_skipped_without_waiting(
+    case, other_connection, user
+):
+    keys = case.setup(user)
+    locked, *free = keys
+    with other_connection.transaction():
+        other_connection.execute(
+            f"SELECT 1 FROM {case.table} WHERE {case.column} = %s FOR UPDATE", [locked]
+        )
+        with transaction.atomic():
+            # A statement that waits for the lock raises LockNotAvailable after this.
+            execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            case.run()
+        assert case.left(keys) == {locked}
+    # Once the other transaction ends, the row is there for the next run.
+    case.run()
+    assert case.left(keys) == set()
+
+
+def test_every_skip_locked_in_the_project_has_a_case_above():
+    # A new statement that skips locked rows belongs in CASES, where its skipping is shown.
+    sources = [
+        path
+        for package in ("notifications", "showcases", "v10r")
+        for path in (BASE_DIR / package).rglob("*.py")
+        if "migrations" not in path.parts
+    ]
+    found = sum(
+        len(re.findall(r"^\s*FOR UPDATE\b.*\bSKIP LOCKED\b", path.read_text(), re.MULTILINE))
+        for path in sources
+    )
+    assert found == len(CASES)
