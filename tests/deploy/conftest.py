@@ -7,7 +7,7 @@ import os
 import pytest
 from django.conf import settings
 
-from tests.deploy.servers import Gunicorn, Nginx
+from tests.deploy.servers import ALLOWED_HOSTS, Gunicorn, Nginx
 from tests.helpers import database_url, require
 
 SECRET_KEY = "deploy-test-secret-key-not-for-production-0123456789-abcdefghij"
@@ -40,7 +40,7 @@ def production_env(django_db_setup, collected_static) -> dict[str, str]:
         "DATABASE_URL": database_url(),
         # The tests speak plain HTTP to nginx on loopback.
         "DJANGO_SECURE_SSL_REDIRECT": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_ALLOWED_HOSTS": ALLOWED_HOSTS,
         "DJANGO_STATIC_ROOT": str(settings.STATIC_ROOT),
         # nginx is the one proxy in front of the app.
         "V10R_TRUSTED_PROXIES": "1",

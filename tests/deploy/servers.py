@@ -20,6 +20,8 @@ from tests.smtp import free_port
 BASE_DIR = Path(__file__).resolve().parents[2]
 GUNICORN = BASE_DIR / ".venv" / "bin" / "gunicorn"
 CONFIG = BASE_DIR / "deploy" / "gunicorn.conf.py"
+# The names the app under test is told it has (DJANGO_ALLOWED_HOSTS), and nginx with it.
+ALLOWED_HOSTS = "127.0.0.1,localhost"
 
 
 def nginx_executable() -> str | None:
@@ -120,7 +122,7 @@ class Nginx(Server):
                 ERROR_LOG=str(self.output),
                 ACCESS_LOG=str(self.folder / "access.log"),
                 TEMP_DIR=str(self.folder),
-                **values,
+                **{"SERVER_NAME": template.server_names(ALLOWED_HOSTS)} | values,
             )
         )
         args = [nginx_executable(), "-p", str(self.folder), "-c", str(self.config)]

@@ -59,6 +59,40 @@ def test_the_command_line_prints_the_rendered_file():
     assert "burst=7 nodelay;" in result.stdout
 
 
+def test_the_server_names_are_the_apps_allowed_hosts():
+    assert template.server_names("example.com, .Example.org,[2001:db8::1],192.0.2.1") == (
+        "example.com .example.org [2001:db8::1] 192.0.2.1"
+    )
+    # Unset, the app's own default; "*", any Host at all.
+    assert template.server_names("") == "localhost 127.0.0.1 [::1]"
+    assert template.server_names("example.com,*") == '"~."'
+
+
+@pytest.mark.parametrize("hosts", ["example.com;", "a.com b.com", "ex{ample}.com", "*.example.com"])
+def test_allowed_hosts_nginx_would_read_otherwise_are_refused_with_their_name(hosts):
+    with pytest.raises(ValueError, match="is not a host name or address"):
+        template.server_names(hosts)
+
+
+def test_the_command_line_takes_the_server_names_from_django_allowed_hosts():
+    def run(hosts: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "deploy/nginx.py"],
+            cwd=template.TEMPLATE.parents[1],
+            env={"PATH": "/usr/bin:/bin", "DJANGO_ALLOWED_HOSTS": hosts},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    rendered = run("example.com,www.example.com")
+    assert rendered.returncode == 0, rendered.stderr
+    assert "server_name example.com www.example.com;" in rendered.stdout
+    refused = run("example.com;evil")
+    assert refused.returncode == 2
+    assert "'example.com;evil' is not a host name or address" in refused.stderr
+
+
 def test_the_production_rendering_is_valid_nginx(nginx_installed, tmp_path):
     """Production's values as they are, but its files moved here: `nginx -t` opens them."""
     config = tmp_path / "nginx.conf"
