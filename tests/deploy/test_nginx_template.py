@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -44,6 +45,14 @@ def test_the_body_limits_are_the_apps_own():
     general, analyse = re.findall(r"client_max_body_size (\S+);", template.TEMPLATE.read_text())
     assert kilobytes(general) == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     assert kilobytes(analyse) == analysis.MAX_BYTES + views.MULTIPART_OVERHEAD
+
+
+def test_nginxs_refusal_of_a_large_photo_is_the_apps_own_message_in_english():
+    from django.utils import translation
+
+    [body] = re.findall(r"return 413 '(.*)';", template.TEMPLATE.read_text())
+    with translation.override("en"):
+        assert json.loads(body) == {"error": analysis.too_large(), "code": "too_large"}
 
 
 def test_the_command_line_prints_the_rendered_file():

@@ -7,6 +7,7 @@ high enough for the whole attack to reach it, except in the tests of those limit
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 import uuid
@@ -135,32 +136,54 @@ def logged(gunicorn, tag: str) -> list[str]:
     return [line for line in gunicorn.access_lines() if tag in line]
 
 
-@pytest.mark.parametrize(
-    ("path", "length"),
-    [
-        ("/", 2560 * 1024 + 1),
-        ("/admin/login/", 3_000_000),
-        ("/showcases/workers/analyse/", 20544 * 1024 + 1),
-        ("/ru/showcases/workers/analyse/", 25_000_000),
-        ("/de/showcases/workers/analyse/", 25_000_000),
-    ],
-)
-def test_nginx_refuses_an_oversized_body_with_413_before_the_app_sees_it(
-    gunicorn, nginx, path, length
-):
-    proxy = nginx()
+def refused_unseen(gunicorn, proxy, *, path: str, length: int) -> bytes:
+    """POST headers declaring length bytes to path through proxy; check the answer is a 413
+    that never reached gunicorn, and return it whole."""
     tag = marker()
     # Headers only: the refusal comes from Content-Length, without waiting for the body.
     status, received = clients.headers_only(
         proxy.port, "POST", f"{path}?probe={tag}", length=length
     )
     assert status == "HTTP/1.1 413 Request Entity Too Large", received[:300]
-    assert b"<center>nginx</center>" in received  # nginx's own page, not the app's JSON
     # An ordinary request after it is logged, so the log is being written ...
     assert clients.get(proxy.port, f"/?probe={tag}-after", timeout=10).status == 200
     assert poll(lambda: logged(gunicorn, f"{tag}-after"), seconds=5)
     # ... and the refused one never reached gunicorn.
     assert logged(gunicorn, f"probe={tag} ") == []
+    return received
+
+
+@pytest.mark.parametrize(("path", "length"), [("/", 2560 * 1024 + 1), ("/admin/login/", 3_000_000)])
+def test_nginx_refuses_an_oversized_body_with_413_before_the_app_sees_it(
+    gunicorn, nginx, path, length
+):
+    received = refused_unseen(gunicorn, nginx(), path=path, length=length)
+    assert b"<center>nginx</center>" in received  # nginx's own page, which says "Too Large"
+    assert b"413 Request Entity Too Large" in received
+
+
+@pytest.mark.parametrize(
+    ("path", "length"),
+    [
+        ("/showcases/workers/analyse/", 20544 * 1024 + 1),
+        ("/ru/showcases/workers/analyse/", 25_000_000),
+        ("/de/showcases/workers/analyse/", 25_000_000),
+    ],
+)
+def test_nginx_refuses_an_oversized_photo_with_the_server_lanes_json_before_the_app_sees_it(
+    gunicorn, nginx, path, length
+):
+    from django.utils import translation
+
+    from showcases import analysis
+
+    received = refused_unseen(gunicorn, nginx(), path=path, length=length)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"\r\nContent-Type: application/json\r\n" in head, head
+    # The shape of the app's own refusals ({"error": ...}), in English, which is all nginx
+    # can say, and a code the page translates.
+    with translation.override("en"):
+        assert json.loads(body) == {"error": analysis.too_large(), "code": "too_large"}
 
 
 @pytest.mark.parametrize("prefix", ["", "/ru", "/de"])
