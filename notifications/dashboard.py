@@ -1,5 +1,9 @@
 """The admin's queue dashboard: notifications/stats.py's numbers, laid out for the page
-(the chart's geometry is computed here, so the template only draws rectangles)."""
+(the chart's geometry is computed here, so the template only draws rectangles).
+
+The geometry leaves here as text written the one way SVG reads numbers. A float printed by a
+template takes the reader's decimal comma (x="660,0" in Russian or German), which SVG cannot
+parse, and the chart came out empty in those languages."""
 
 from __future__ import annotations
 
@@ -10,14 +14,28 @@ from django.utils import formats, timezone
 from notifications import heartbeat, retention, stats
 
 
+def coordinate(value: float) -> str:
+    """A number as SVG and CSS read it, whatever the language: 53.33, never 53,33."""
+    return f"{round(value, 2) + 0.0:.2f}".rstrip("0").rstrip(".")  # + 0.0: no "-0"
+
+
 @dataclass(frozen=True)
 class Bar:
-    """One hour of the chart, as SVG rectangles stacked bottom-up."""
+    """One hour of the chart, as SVG rectangles stacked bottom-up (coordinates as text)."""
 
-    x: float
+    x: str
     label: str
     title: str
-    segments: list[tuple[str, float, float]] = field(default_factory=list)  # outcome, y, height
+    segments: list[tuple[str, str, str]] = field(default_factory=list)  # outcome, y, height
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A mark on the chart's count axis: where (an SVG y) and what it reads, for people."""
+
+    y: str
+    label: str
+    position: str  # "top", "middle" or "bottom": where the HTML label sits beside the chart
 
 
 CHART_WIDTH = 720
@@ -41,14 +59,38 @@ def chart(hours: list[stats.Hour]) -> list[Bar]:
             height = CHART_HEIGHT * hour.counts[outcome] / peak
             if height:
                 y -= height
-                segments.append((outcome, round(y, 2), round(height, 2)))
+                segments.append((outcome, coordinate(y), coordinate(height)))
         start = timezone.localtime(hour.start)
         title = f"{start:%H:00} — " + ", ".join(
             f"{outcome.label}: {formats.number_format(hour.counts[outcome], force_grouping=True)}"
             for outcome in stats.OUTCOMES
         )
-        bars.append(Bar(round(index * step, 2), f"{start:%H}", title, segments))
+        bars.append(Bar(coordinate(index * step), f"{start:%H}", title, segments))
     return bars
+
+
+def ticks(hours: list[stats.Hour]) -> list[Tick]:
+    """The count axis: 0, half the busiest hour and the busiest hour, top first, so one busy
+    hour still leaves the others readable against a scale. The labels are in the reader's
+    language (1,5 in German); only the SVG y is plain."""
+    peak = max((h.total for h in hours), default=0)
+    if not peak:
+        return []
+    marks = [
+        (peak, 0.0, "top"),
+        (peak / 2, CHART_HEIGHT / 2, "middle"),
+        (0, CHART_HEIGHT, "bottom"),
+    ]
+    return [
+        Tick(
+            coordinate(y),
+            formats.number_format(
+                value, decimal_pos=0 if value == int(value) else 1, force_grouping=True
+            ),
+            position,
+        )
+        for value, y, position in marks
+    ]
 
 
 def probeable() -> set[str]:
@@ -71,10 +113,11 @@ def snapshot() -> dict:
         "table_bytes": stats.table_bytes(),
         "last_prune": retention.last_run(),
         "bars": bars,
+        "ticks": ticks(hours),
         "hour_labels": [bar.label for bar in bars[::LABEL_EVERY]],
         "chart_width": CHART_WIDTH,
         "chart_height": CHART_HEIGHT,
-        "bar_width": round(CHART_WIDTH / len(hours) - 2, 2),
+        "bar_width": coordinate(CHART_WIDTH / len(hours) - 2),
         "hours_total": sum(h.total for h in hours),
         "outcome_labels": [(o.value, o.label) for o in stats.OUTCOMES],
     }

@@ -62,8 +62,26 @@ def test_the_hourly_chart_has_24_bars_and_stacks_outcomes(db, user):
     assert hours[-1].counts == {"sent": 2, "retrying": 0, "failed": 1, "dead": 0}
     bars = dashboard.chart(hours)
     # The busiest hour fills the height: 2 sent + 1 failed = 160 px, stacked bottom-up.
-    assert bars[-1].segments == [("sent", 53.33, 106.67), ("failed", 0.0, 53.33)]
+    assert bars[-1].segments == [("sent", "53.33", "106.67"), ("failed", "0", "53.33")]
     assert all(bar.segments == [] for bar in bars[:-1])
+
+
+@pytest.mark.parametrize(
+    ("language", "labels"),
+    [("en", ["3", "1.5", "0"]), ("ru", ["3", "1,5", "0"]), ("de", ["3", "1,5", "0"])],
+)
+def test_the_chart_has_a_count_axis_in_the_readers_numbers(admin_client, user, language, labels):
+    make_deliveries(user, 3)
+    for claimed in outbox.claim(batch_size=3):
+        mark_sent(claimed, provider_message_id="m")
+    prefix = "" if language == "en" else f"/{language}"
+    body = admin_client.get(prefix + "/admin/").content.decode()
+    [axis] = re.findall(r'<ol class="value-axis"[^>]*>(.*?)</ol>', body)
+    assert re.findall(r'<li class="tick tick-(\w+)">([^<]*)</li>', axis) == list(
+        zip(["top", "middle", "bottom"], labels, strict=True)
+    )
+    # Each label has its grid line across the bars, at the plain SVG y it stands for.
+    assert re.findall(r'<line class="gridline"[^>]* y1="([^"]+)"', body) == ["0", "80", "160"]
 
 
 def test_the_admin_index_shows_the_dashboard(admin_client, user, settings):
