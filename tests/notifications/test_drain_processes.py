@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
+import signal
+import subprocess
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -146,6 +148,29 @@ def statuses(socket_dir: Path) -> dict[str, int]:
     return dict(rows)
 
 
+class Output:
+    """A process's output, read as it comes, so a test can wait for what it says."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._process = process
+        self._reader = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def says(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
+    def text(self) -> str:
+        """What it said so far; all of it once the process has ended."""
+        if self._process.poll() is not None:
+            self._reader.join(timeout=30)
+        return "".join(list(self.lines))
+
+
 def test_a_database_restart_under_a_running_drain_loses_nothing(private_database, smtp_server):
     pgdata, socket_dir, url = private_database
     seed(socket_dir, 300)
@@ -164,18 +189,21 @@ def test_a_database_restart_under_a_running_drain_loses_nothing(private_database
         # 12 s lease is shorter than three rounds of an HTTP channel's 11 s.
         extra_env={"V10R_CHANNELS": "email,demo"},
     )
+    output = Output(process)
     try:
         assert poll(lambda: statuses(socket_dir).get("sent", 0) >= 30, seconds=60)
         embedded_postgresql.stop(pgdata)
-        time.sleep(1.0)  # the loop meets a dead database for a while
+        # The loop meets the dead database before it comes back.
+        assert poll(lambda: output.says("database unavailable"), seconds=30), output.text()
         embedded_postgresql.ensure_running(pgdata)
         assert poll(lambda: statuses(socket_dir) == {"sent": 300}, seconds=90, every=0.5), statuses(
             socket_dir
         )
     finally:
-        code, output = stop(process)
-    assert code == 0, output
-    assert "database unavailable" in output
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+    assert code == 0, output.text()
     received = smtp_server.mailbox.message_ids()
     assert len(received) == 300
     assert set(received.values()) == {1}
