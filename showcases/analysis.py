@@ -5,6 +5,14 @@ file is priced before a pixel of it is decoded: first a walk over its chunks or 
 and what Pillow would walk in Python), then the bytes its decoder will hold (pixels × bytes per
 pixel in Pillow's memory, plus what that decoder keeps beside them). Over the budget is a 413.
 Whatever a decoder raises on a broken file is a 4xx, never a 500.
+
+Memory is not time: a 6 KB PNG of 50 one-bit megapixels fits the memory budget and costs more
+CPU than a 12 MP photo. So each upload is also priced in CPU milliseconds before it is decoded,
+from its format and the pixels it declares (for a JPEG, also the pixels its reduced-size decode
+expands); over MAX_ANALYSIS_MS is a 413 saying how large an image of that kind may be. The price
+is then charged, in PostgreSQL, against the client's budget and the whole site's (a 429 with
+Retry-After once spent), and a process decodes one upload at a time with at most one waiting:
+analyses cannot take the threads or the CPU the pages need.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from django.utils.translation import gettext as _
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from showcases import palette
+from v10r import ratelimit
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +51,46 @@ FORMATS = {"PNG", "JPEG", "WEBP"}
 # interpreter's share, an upload grows the process by at most ~150 MB (bench/upload_memory.py).
 # The dearest 12.5 MP phone photo, a lossless WebP, needs 108 MB; an RGB PNG may have 25 MP.
 MAX_DECODE_BYTES = 112 * 2**20
-# Decodes at once in one process, each up to MAX_DECODE_BYTES. Two keep a process's share of
-# the cores busy (the decoders run without the GIL) while gthread's other threads wait.
-DECODE_SLOTS = 2
+# Decodes at once in one process, each up to MAX_DECODE_BYTES, and uploads that may wait for
+# one. gunicorn runs a process per core with four threads: one decoding and one waiting leave
+# the process's core half free and two threads for pages. (With two slots and waits unbounded,
+# six clients held every thread of both processes and pages queued behind them for seconds.)
+DECODE_SLOTS = 1
+DECODE_QUEUE = 1
 DECODE_WAIT = timedelta(seconds=2)
 RETRY_AFTER = timedelta(seconds=5)
+
+# --- The price in CPU time ---
+# Thread CPU time of analyse() from bytes to palette, per pixel, measured with
+# time.thread_time() on this project's 2-core machine (bench/lane_cpu.py prints the figures
+# beside the prices); rounded up. A faster machine takes less; the budgets are in these units.
+# Whatever the size: Pillow's set-up and the palette of the 720 px result.
+FIXED_MS = 8
+# A PNG is inflated, unfiltered and shrunk whole: its cost follows its declared pixels, by
+# mode (measured 4.2 ns a pixel for a 1-bit 50 MP image, 7 for L, 14 for RGB, 17 for RGBA).
+PNG_NS_PER_PIXEL = {"1": 5, "L": 8, "P": 8, "I;16": 12, "LA": 12, "PA": 12, "RGB": 15}
+PNG_WIDEST_NS = 18  # RGBA and every other mode
+# libjpeg entropy-decodes every block whatever the draft scale (2.7 ns a pixel); a progressive
+# or multi-scan JPEG goes through its whole-image coefficient buffer (6 to 9). The pixels it
+# expands, at the reduced size, cost like any decoded pixel (13 with the shrinking).
+JPEG_NS_PER_PIXEL = 3
+JPEG_MULTI_SCAN_NS_PER_PIXEL = 10
+DECODED_NS_PER_PIXEL = 13
+# libwebp: lossy 5 to 12 ns a pixel by bitrate; its lossless decoder (a lossless WebP, a lossy
+# one's alpha, every WebP through Pillow's animation decoder) 17 to 20.
+WEBP_NS_PER_PIXEL = 12
+WEBP_ARGB_NS_PER_PIXEL = 20
+# One analysis may cost this much: every JPEG a 50 MP camera writes, a 12 MP photo as WebP or
+# RGB PNG; not a 50 MP one-bit PNG (258 ms).
+MAX_ANALYSIS_MS = 200
+# What one client (an IPv4 address or an IPv6 /64) may spend, and all of them together: six
+# clients at their budget take a fifth of a core; the site's budget caps any number of them
+# at 0.3 of one, whichever process or machine they reach.
+CLIENT_BUDGET_MS = 2_000
+CLIENT_BUDGET_WINDOW = timedelta(minutes=1)
+SITE_BUDGET_MS = 3_000
+SITE_BUDGET_WINDOW = timedelta(seconds=10)
+SITE_BUDGET_KEY = "analyse-cpu"
 
 # Pillow walks PNG chunks, and JPEG markers up to the first scan, in Python: 1 to 8 µs each,
 # so a 20 MB PNG of one-byte chunks costs 2 to 5 s. Encoders write IDAT in 8 to 64 KB chunks:
@@ -99,7 +143,7 @@ _BROKEN_FILE = (
 class UploadError(Exception):
     status: int
     message: str  # in the request's language
-    # For a 503: when to try again (the view sends it as Retry-After).
+    # For a 429 or a 503: when to try again (the view sends it as Retry-After).
     retry_after_seconds: int | None = None
     # A decoder's own words (English, whatever the language), kept out of the message.
     detail: str = ""
@@ -113,6 +157,41 @@ class DecodeCost:
     native: int
     kept: int = 0
     transient: int = 0
+
+
+@dataclass(frozen=True)
+class Price:
+    """What analysing an upload is estimated to cost, in CPU milliseconds, before it is done."""
+
+    kind: str  # the format, as a visitor knows it: "PNG", "JPEG" or "WebP"
+    size: tuple[int, int]  # the pixels the file declares
+    ns_per_pixel: int  # for each of them
+    decoded_ns: int = 0  # for a JPEG: the pixels it expands at the reduced size
+
+    @property
+    def milliseconds(self) -> int:
+        # In whole nanoseconds, so a price that comes out even is not rounded up by a float.
+        pixels = self.size[0] * self.size[1]
+        total = FIXED_MS * 1_000_000 + self.decoded_ns + pixels * self.ns_per_pixel
+        return -(-total // 1_000_000)
+
+    def largest_megapixels(self) -> int:
+        """The most megapixels an image of this kind may have within MAX_ANALYSIS_MS."""
+        spare = (MAX_ANALYSIS_MS - FIXED_MS) * 1_000_000 - self.decoded_ns
+        return max(0, spare // (self.ns_per_pixel * 1_000_000))
+
+
+def png_price(*, size: tuple[int, int], mode: str) -> Price:
+    return Price("PNG", size, PNG_NS_PER_PIXEL.get(mode, PNG_WIDEST_NS))
+
+
+def jpeg_price(*, size: tuple[int, int], decoded: tuple[int, int], multi_scan: bool) -> Price:
+    rate = JPEG_MULTI_SCAN_NS_PER_PIXEL if multi_scan else JPEG_NS_PER_PIXEL
+    return Price("JPEG", size, rate, decoded[0] * decoded[1] * DECODED_NS_PER_PIXEL)
+
+
+def webp_price(*, size: tuple[int, int], argb: bool) -> Price:
+    return Price("WebP", size, WEBP_ARGB_NS_PER_PIXEL if argb else WEBP_NS_PER_PIXEL)
 
 
 @dataclass(frozen=True)
@@ -139,15 +218,19 @@ class _WebPFeatures:
 _analyses = itertools.count()
 
 
-def analyse(data: bytes) -> dict:
-    """Return the palette of an encoded image, with how long each step took on the server."""
+def analyse(data: bytes, *, client: str | None = None) -> dict:
+    """Return the palette of an encoded image, with how long each step took on the server.
+
+    With client (its rate-limit bucket), the upload's price is charged against that client's
+    CPU budget and the site's before it is decoded; without, nothing is charged.
+    """
     started = time.perf_counter()
     if not data:
         # Django's parser keeps a 0-byte upload that has a file name: say what it is.
         raise UploadError(400, _("The file you sent is empty (0 bytes): there is no image in it."))
     if len(data) > MAX_BYTES:
         raise UploadError(413, too_large())
-    image, (width, height) = _decode(data)
+    image, (width, height) = _decode(data, client=client)
     decoded = time.perf_counter()
     pixels = np.asarray(image)
     swatches = palette.dominant_colors(pixels)
@@ -241,7 +324,7 @@ def _band_rows(width: int, factor_y: int) -> int:
 # --- Decoding -----------------------------------------------------------------------------
 
 
-def _decode(data: bytes) -> tuple[Image.Image, tuple[int, int]]:
+def _decode(data: bytes, *, client: str | None) -> tuple[Image.Image, tuple[int, int]]:
     """Return the upload decoded and shrunk to target_size, and the size its file declares."""
     layout = _walk(data)
     features = _webp_features(data)
@@ -249,9 +332,10 @@ def _decode(data: bytes) -> tuple[Image.Image, tuple[int, int]]:
         size = features.size
         _check_pixels(size)
         target = target_size(size)
-        cost = webp_cost(size=size, argb=features.lossless or features.has_alpha)
-        _check_budget(cost, size=size, target=target)
-        with _decode_slot(), _decoding():
+        argb = features.lossless or features.has_alpha
+        _check_budget(webp_cost(size=size, argb=argb), size=size, target=target)
+        price = _check_price(webp_price(size=size, argb=argb))
+        with _decode_turn(price, client=client), _decoding():
             return shrink(_decode_webp(data, size=size), target), size
 
     image = _open(data)
@@ -265,7 +349,8 @@ def _decode(data: bytes) -> tuple[Image.Image, tuple[int, int]]:
             with _decoding():
                 image.draft("RGB", target)
         _check_budget(_pillow_cost(image, layout), size=image.size, target=target)
-        with _decode_slot(), _decoding():
+        price = _check_price(_pillow_price(image, layout, size=size))
+        with _decode_turn(price, client=client), _decoding():
             return shrink(image, target), size
     finally:
         image.close()
@@ -308,6 +393,39 @@ def _pillow_cost(image: Image.Image, layout: _Layout) -> DecodeCost:
     )
 
 
+def _pillow_price(image: Image.Image, layout: _Layout, *, size: tuple[int, int]) -> Price:
+    if image.format == "WEBP":
+        return webp_price(size=size, argb=True)  # Pillow's animation decoder
+    if image.format == "PNG":
+        return png_price(size=size, mode=image.mode)
+    # image.size is the draft's; a multi-scan JPEG is the one that needs the coefficients.
+    return jpeg_price(size=size, decoded=image.size, multi_scan=layout.coefficient_bytes > 0)
+
+
+def _check_price(price: Price) -> Price:
+    if price.milliseconds <= MAX_ANALYSIS_MS:
+        return price
+    values = {
+        "format": price.kind,
+        "megapixels": math.ceil(price.size[0] * price.size[1] / 1_000_000),
+        "limit": price.largest_megapixels(),
+    }
+    if price.kind == "JPEG":
+        # Under MAX_PIXELS only a JPEG in several scans can cost this much.
+        message = _(
+            "This JPEG has %(megapixels)d megapixels in several scans (a progressive JPEG); "
+            "the server lane analyses such JPEGs of up to %(limit)d megapixels. Scale it "
+            "down, or save it as a baseline JPEG."
+        )
+    else:
+        message = _(
+            "This %(format)s image has %(megapixels)d megapixels; the server lane analyses "
+            "%(format)s images like it of up to %(limit)d megapixels. Scale it down, or save "
+            "it as JPEG."
+        )
+    raise UploadError(413, message % values)
+
+
 def _check_pixels(size: tuple[int, int]) -> None:
     # Pillow itself only warns between 89 and 179 MP, and changing its warning filters is not
     # safe with gunicorn's threads: this check is the guard.
@@ -329,23 +447,89 @@ def _check_budget(cost: DecodeCost, *, size: tuple[int, int], target: tuple[int,
 
 
 _decode_slots = threading.BoundedSemaphore(DECODE_SLOTS)
+# Uploads decoding or waiting to: a waiter holds a gunicorn thread a page could have had.
+_decode_turns = threading.BoundedSemaphore(DECODE_SLOTS + DECODE_QUEUE)
+
+
+@contextmanager
+def _decode_turn(price: Price, *, client: str | None):
+    """Charge the price to the budgets, then hold one of the process's decode slots; a 503
+    when the queue for them is full or none frees up in DECODE_WAIT, and then nothing is
+    charged."""
+    charges = _charge(price, client=client)
+    try:
+        with _decode_slot():
+            yield
+    except UploadError as error:
+        if error.status == 503:
+            _refund(charges)
+        raise
 
 
 @contextmanager
 def _decode_slot():
-    """Hold one of the process's decode slots; a 503 when none frees up in DECODE_WAIT."""
-    if not _decode_slots.acquire(timeout=DECODE_WAIT.total_seconds()):
-        seconds = int(RETRY_AFTER.total_seconds())
-        raise UploadError(
-            503,
-            _("The server is busy decoding other images; try again in %(seconds)d s.")
-            % {"seconds": seconds},
-            retry_after_seconds=seconds,
-        )
+    if not _decode_turns.acquire(blocking=False):
+        raise _busy()
     try:
-        yield
+        if not _decode_slots.acquire(timeout=DECODE_WAIT.total_seconds()):
+            raise _busy()
+        try:
+            yield
+        finally:
+            _decode_slots.release()
     finally:
-        _decode_slots.release()
+        _decode_turns.release()
+
+
+def _busy() -> UploadError:
+    seconds = int(RETRY_AFTER.total_seconds())
+    return UploadError(
+        503,
+        _("The server is busy decoding other images; try again in %(seconds)d s.")
+        % {"seconds": seconds},
+        retry_after_seconds=seconds,
+    )
+
+
+def _charge(price: Price, *, client: str | None) -> list[tuple[str, int]]:
+    """Charge the price to the client's budget, then the site's; return the keys charged, or
+    a 429 with Retry-After (and nothing charged) when either is spent."""
+    if client is None:
+        return []
+    cost = price.milliseconds
+    mine = f"analyse-cpu:{client}"
+    verdict = ratelimit.hit(
+        key=mine, limit=CLIENT_BUDGET_MS, window=CLIENT_BUDGET_WINDOW, cost=cost
+    )
+    if not verdict.allowed:
+        ratelimit.forgive(key=mine, cost=cost)
+        raise UploadError(
+            429,
+            _(
+                "Your images have used the server lane's time for this minute "
+                "(%(budget)d ms of processor time); try again in %(seconds)d s."
+            )
+            % {"budget": CLIENT_BUDGET_MS, "seconds": verdict.retry_after_seconds},
+            retry_after_seconds=verdict.retry_after_seconds,
+        )
+    verdict = ratelimit.hit(
+        key=SITE_BUDGET_KEY, limit=SITE_BUDGET_MS, window=SITE_BUDGET_WINDOW, cost=cost
+    )
+    if not verdict.allowed:
+        _refund([(mine, cost), (SITE_BUDGET_KEY, cost)])
+        raise UploadError(
+            429,
+            _("The server lane is busy with other visitors' images; try again in %(seconds)d s.")
+            % {"seconds": verdict.retry_after_seconds},
+            retry_after_seconds=verdict.retry_after_seconds,
+        )
+    return [(mine, cost), (SITE_BUDGET_KEY, cost)]
+
+
+def _refund(charges: list[tuple[str, int]]) -> None:
+    # Work refused is not work done: a refusal leaves the budgets as they were.
+    for key, cost in charges:
+        ratelimit.forgive(key=key, cost=cost)
 
 
 @contextmanager

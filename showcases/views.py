@@ -236,9 +236,8 @@ MULTIPART_OVERHEAD = 64 * 1024
 @require_POST
 def analyse(request):
     """The server lane: the posted image's palette, computed by palette.py."""
-    verdict = ratelimit.hit(
-        key=f"analyse:{clients.address(request)}", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW
-    )
+    client = clients.address(request)
+    verdict = ratelimit.hit(key=f"analyse:{client}", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW)
     if not verdict.allowed:
         return JsonResponse(
             {
@@ -254,7 +253,7 @@ def analyse(request):
     if upload.size > analysis.MAX_BYTES:
         return JsonResponse({"error": analysis.too_large()}, status=413)
     try:
-        result = analysis.analyse(upload.read())
+        result = analysis.analyse(upload.read(), client=client)
     except analysis.UploadError as error:
         headers = {}
         if error.retry_after_seconds:

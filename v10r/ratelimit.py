@@ -13,15 +13,15 @@ from django.db import connection
 # Concurrent hits on one key serialise on the row, so none is lost.
 HIT_SQL = """
 INSERT INTO v10r_rate_limit_windows AS w (key, window_start, hits)
-VALUES (%(key)s, now(), 1)
+VALUES (%(key)s, now(), %(cost)s)
 ON CONFLICT (key) DO UPDATE
 SET window_start = CASE
         WHEN w.window_start <= now() - make_interval(secs => %(window_seconds)s) THEN now()
         ELSE w.window_start
     END,
     hits = CASE
-        WHEN w.window_start <= now() - make_interval(secs => %(window_seconds)s) THEN 1
-        ELSE w.hits + 1
+        WHEN w.window_start <= now() - make_interval(secs => %(window_seconds)s) THEN %(cost)s
+        ELSE w.hits + %(cost)s
     END
 RETURNING hits,
           extract(epoch FROM window_start + make_interval(secs => %(window_seconds)s) - now())
@@ -35,25 +35,30 @@ class Verdict:
     retry_after_seconds: int  # until the window restarts
 
 
-def hit(*, key: str, limit: int, window: timedelta) -> Verdict:
-    """Count one hit on key; allowed while the window holds at most limit hits."""
+def hit(*, key: str, limit: int, window: timedelta, cost: int = 1) -> Verdict:
+    """Count one hit on key, weighing cost (a budget counts, say, milliseconds of work rather
+    than requests); allowed while the window holds at most limit."""
+    if cost < 1:
+        raise ValueError(f"a hit costs at least 1, not {cost}")
+    params = {"key": key[:200], "window_seconds": window.total_seconds(), "cost": cost}
     with connection.cursor() as cursor:
-        cursor.execute(HIT_SQL, {"key": key[:200], "window_seconds": window.total_seconds()})
+        cursor.execute(HIT_SQL, params)
         hits, remaining = cursor.fetchone()
     return Verdict(allowed=hits <= limit, hits=hits, retry_after_seconds=_whole(remaining))
 
 
-# Takes one hit back: limits on failures count every attempt first (so concurrent attempts
+# Takes a hit back: limits on failures count every attempt first (so concurrent attempts
 # cannot all slip under the limit before any is counted) and forgive the ones that succeed.
 FORGIVE_SQL = """
-UPDATE v10r_rate_limit_windows SET hits = greatest(hits - 1, 0) WHERE key = %(key)s
+UPDATE v10r_rate_limit_windows SET hits = greatest(hits - %(cost)s, 0) WHERE key = %(key)s
 """.strip()
 
 
-def forgive(*, key: str) -> None:
-    """Take back one hit on key (an attempt that turned out to be legitimate)."""
+def forgive(*, key: str, cost: int = 1) -> None:
+    """Take back a hit on key, of the cost it was counted at (an attempt that turned out to be
+    legitimate, or work that was refused elsewhere and never done)."""
     with connection.cursor() as cursor:
-        cursor.execute(FORGIVE_SQL, {"key": key[:200]})
+        cursor.execute(FORGIVE_SQL, {"key": key[:200], "cost": cost})
 
 
 def _whole(seconds) -> int:

@@ -17,20 +17,24 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.utils import translation
-from PIL import Image, JpegImagePlugin
+from PIL import Image, ImageDraw, ImageFile, JpegImagePlugin
 
 from showcases import analysis, palette
 from showcases.analysis import (
     MAX_DECODE_BYTES,
     DecodeCost,
     UploadError,
+    jpeg_price,
     native_bytes,
     peak_bytes,
     pillow_webp_cost,
+    png_price,
     shrink,
     target_size,
     webp_cost,
+    webp_price,
 )
 
 URL = "/showcases/workers/analyse/"
@@ -512,6 +516,109 @@ def test_an_error_after_decoding_is_not_mistaken_for_a_broken_file(monkeypatch):
         analysis.analyse(encoded(photo((64, 48)), "PNG"))
 
 
+# --- The price in CPU time ----------------------------------------------------------------
+
+
+@functools.cache
+def one_bit_bomb() -> bytes:
+    """A 1-bit 7070 × 7070 PNG of about 6 KB: ten white lines on black, 50 megapixels to
+    decode."""
+    image = Image.new("1", (7070, 7070))
+    draw = ImageDraw.Draw(image)
+    for top in range(0, 7070, 707):
+        draw.line((0, top, 7069, top), fill=1, width=3)
+    return encoded(image, "PNG", optimize=True)
+
+
+@pytest.mark.parametrize(
+    ("price", "expected_ms", "largest_megapixels"),
+    [
+        # 49,984,900 px × 5 ns = 249.9 ms, + 8 = 257.9 → 258; (200 − 8) / 5 = 38.4 → 38
+        (png_price(size=(7070, 7070), mode="1"), 258, 38),
+        # 3,000,000 px × 8 ns = 24 ms, + 8 = 32; 192 / 8 = 24
+        (png_price(size=(2000, 1500), mode="L"), 32, 24),
+        (png_price(size=(2000, 1500), mode="P"), 32, 24),
+        # 3,000,000 × 12 = 36, + 8 = 44; 192 / 12 = 16
+        (png_price(size=(2000, 1500), mode="I;16"), 44, 16),
+        # 12,000,000 × 15 = 180, + 8 = 188; 192 / 15 = 12.8 → 12
+        (png_price(size=(4000, 3000), mode="RGB"), 188, 12),
+        # 12,000,000 × 18 = 216, + 8 = 224; 192 / 18 = 10.7 → 10
+        (png_price(size=(4000, 3000), mode="RGBA"), 224, 10),
+        (png_price(size=(4000, 3000), mode="I"), 224, 10),  # a mode not listed: the widest
+        # 12,000,000 × 3 = 36, + 1000 × 750 × 13 = 9.75, + 8 = 53.75 → 54; (192 − 9.75) / 3 → 60
+        (jpeg_price(size=(4000, 3000), decoded=(1000, 750), multi_scan=False), 54, 60),
+        # 12,000,000 × 10 = 120, + 9.75, + 8 = 137.75 → 138; (192 − 9.75) / 10 = 18.2 → 18
+        (jpeg_price(size=(4000, 3000), decoded=(1000, 750), multi_scan=True), 138, 18),
+        # the sample photo: 3,840,000 × 3 = 11.52, + 1200 × 800 × 13 = 12.48, + 8 = 32 exactly
+        (jpeg_price(size=(2400, 1600), decoded=(1200, 800), multi_scan=False), 32, 59),
+        # 12,000,000 × 12 = 144, + 8 = 152; 192 / 12 = 16
+        (webp_price(size=(4000, 3000), argb=False), 152, 16),
+        # 12,000,000 × 20 = 240, + 8 = 248; 192 / 20 = 9.6 → 9
+        (webp_price(size=(4000, 3000), argb=True), 248, 9),
+        # 1 px × 15 ns + 8 ms (the palette of the result) = 8.000015 → 9
+        (png_price(size=(1, 1), mode="RGB"), 9, 12),
+    ],
+)
+def test_an_upload_is_priced_from_its_format_and_declared_pixels(
+    price, expected_ms, largest_megapixels
+):
+    assert price.milliseconds == expected_ms
+    assert price.largest_megapixels() == largest_megapixels
+
+
+@pytest.fixture
+def decodes(monkeypatch) -> list:
+    """Every Pillow load() and libwebp decode from here on."""
+    calls = []
+    load, decode_webp = ImageFile.ImageFile.load, analysis._decode_webp
+
+    def recorded_load(image):
+        calls.append(("load", image.format, image.size))
+        return load(image)
+
+    def recorded_webp(data, *, size):
+        calls.append(("libwebp", "WEBP", size))
+        return decode_webp(data, size=size)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", recorded_load)
+    monkeypatch.setattr(analysis, "_decode_webp", recorded_webp)
+    return calls
+
+
+def test_a_one_bit_png_of_50_megapixels_is_refused_unread_with_what_to_do(decodes):
+    data = one_bit_bomb()
+    assert len(data) < 8 * 1024
+    error = refused(data)
+    assert error.status == 413
+    assert error.message == (
+        "This PNG image has 50 megapixels; the server lane analyses PNG images like it of up "
+        "to 38 megapixels. Scale it down, or save it as JPEG."
+    )
+    assert decodes == []
+
+
+def test_a_png_within_the_price_is_decoded(decodes):
+    analysis.analyse(encoded(Image.new("1", (640, 480)), "PNG"))
+    assert decodes and decodes[0][:2] == ("load", "PNG")
+
+
+def test_a_webp_and_a_progressive_jpeg_over_the_price_are_refused_unread(decodes):
+    # Lossy, 4000 × 3000: 152 ms, within; lossless: 248 ms, over.
+    lossy = encoded(photo((40, 30)), "WEBP", quality=80)
+    webp = refused(_vp8l_with_size((4000, 3000)))
+    assert webp.status == 413
+    assert "This WebP image has 12 megapixels" in webp.message
+    assert "of up to 9 megapixels" in webp.message
+    progressive = with_jpeg_size(encoded(photo((64, 48)), "JPEG", progressive=True), (6000, 4000))
+    jpeg = refused(progressive)
+    assert jpeg.status == 413
+    assert jpeg.message.startswith("This JPEG has 24 megapixels in several scans")
+    assert "save it as a baseline JPEG" in jpeg.message
+    assert decodes == []
+    analysis.analyse(lossy)
+    assert decodes == [("libwebp", "WEBP", (40, 30))]
+
+
 # --- Decode slots -------------------------------------------------------------------------
 
 
@@ -533,6 +640,42 @@ def test_when_every_decode_slot_is_taken_the_upload_is_told_when_to_retry(one_sl
 def test_a_file_refused_before_decoding_does_not_wait_for_a_slot(one_slot):
     one_slot.acquire()
     assert refused(_vp8l_with_size((8000, 6200))).status == 413
+
+
+class RecordingSlots:
+    """Slots that are never free, and remember being asked."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def acquire(self, timeout=None):
+        self.asked += 1
+        return False
+
+
+def test_once_one_upload_decodes_and_one_waits_the_next_is_refused_without_waiting(monkeypatch):
+    slots = RecordingSlots()
+    turns = threading.BoundedSemaphore(analysis.DECODE_SLOTS + analysis.DECODE_QUEUE)
+    monkeypatch.setattr(analysis, "_decode_slots", slots)
+    monkeypatch.setattr(analysis, "_decode_turns", turns)
+    for _ in range(analysis.DECODE_SLOTS + analysis.DECODE_QUEUE):
+        turns.acquire()
+    error = refused(encoded(photo((64, 48)), "PNG"))
+    assert (error.status, error.retry_after_seconds) == (503, 5)
+    assert slots.asked == 0
+    # A turn given back lets the next upload queue for a slot.
+    turns.release()
+    refused(encoded(photo((64, 48)), "PNG"))
+    assert slots.asked == 1
+
+
+def test_a_process_decodes_one_upload_at_a_time():
+    assert (analysis.DECODE_SLOTS, analysis.DECODE_QUEUE) == (1, 1)
+    assert analysis._decode_slots.acquire(blocking=False)
+    try:
+        assert not analysis._decode_slots.acquire(blocking=False)
+    finally:
+        analysis._decode_slots.release()
 
 
 def test_a_failed_decode_gives_its_slot_back(one_slot):
@@ -639,6 +782,129 @@ def test_only_a_processs_first_analysis_says_it_was_the_first(client, monkeypatc
     data = encoded(photo((64, 48)), "PNG")
     firsts = [post(client, data).json()["firstInProcess"] for _ in range(3)]
     assert firsts == [True, False, False]
+
+
+# --- The CPU budgets ----------------------------------------------------------------------
+
+
+def small_png() -> bytes:
+    return encoded(photo((64, 48)), "PNG")  # RGB: 3,072 px × 15 ns + 8 ms → 9 ms
+
+
+def charged(key: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT hits FROM v10r_rate_limit_windows WHERE key = %s", [key])
+        row = cursor.fetchone()
+    return row[0] if row else 0
+
+
+def restart_windows() -> None:
+    """Move every window back past its end, by the database's clock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE v10r_rate_limit_windows SET window_start = now() - interval '61 seconds'"
+        )
+
+
+@pytest.mark.django_db
+def test_a_clients_cpu_budget_refuses_with_retry_after_once_spent_and_recovers(client, monkeypatch):
+    monkeypatch.setattr(analysis, "CLIENT_BUDGET_MS", 2 * 9)
+    data = small_png()
+    assert [post(client, data).status_code for _ in range(2)] == [200, 200]
+    assert charged("analyse-cpu:127.0.0.1") == 18
+    spent = post(client, data)
+    assert spent.status_code == 429
+    assert spent["Retry-After"] == "60"  # now() is fixed inside the test transaction
+    assert spent.json() == {
+        "error": "Your images have used the server lane's time for this minute (18 ms of "
+        "processor time); try again in 60 s."
+    }
+    # The refused upload was not charged, to the client or to the site.
+    assert (charged("analyse-cpu:127.0.0.1"), charged("analyse-cpu")) == (18, 18)
+    assert post(client, data, address="127.0.0.2").status_code == 200
+    restart_windows()
+    assert post(client, data).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_sites_cpu_budget_refuses_every_client_once_spent_and_recovers(client, monkeypatch):
+    monkeypatch.setattr(analysis, "SITE_BUDGET_MS", 2 * 9)
+    data = small_png()
+    assert post(client, data, address="192.0.2.1").status_code == 200
+    assert post(client, data, address="192.0.2.2").status_code == 200
+    spent = post(client, data, address="192.0.2.3")
+    assert spent.status_code == 429
+    assert spent["Retry-After"] == "10"
+    assert spent.json()["error"] == (
+        "The server lane is busy with other visitors' images; try again in 10 s."
+    )
+    # Neither budget keeps the charge for the work that was refused.
+    assert (charged("analyse-cpu:192.0.2.3"), charged("analyse-cpu")) == (0, 18)
+    restart_windows()
+    assert post(client, data, address="192.0.2.3").status_code == 200
+
+
+@pytest.mark.django_db
+def test_an_upload_refused_over_its_price_is_charged_nothing(client):
+    response = post(client, one_bit_bomb())
+    assert response.status_code == 413
+    assert "38 megapixels" in response.json()["error"]
+    assert (charged("analyse-cpu:127.0.0.1"), charged("analyse-cpu")) == (0, 0)
+
+
+@pytest.mark.django_db
+def test_an_upload_a_busy_process_refuses_is_charged_nothing(client, one_slot):
+    one_slot.acquire()
+    assert post(client, small_png()).status_code == 503
+    assert (charged("analyse-cpu:127.0.0.1"), charged("analyse-cpu")) == (0, 0)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        ("/ru", "Ваши изображения исчерпали время серверной дорожки на эту минуту"),
+        ("/de", "Ihre Bilder haben die Zeit der Server-Bahn für diese Minute aufgebraucht"),
+    ],
+    ids=["ru", "de"],
+)
+def test_the_budget_refusal_is_translated(client, monkeypatch, prefix, message):
+    monkeypatch.setattr(analysis, "CLIENT_BUDGET_MS", 9)
+    data = small_png()
+    assert post(client, data, prefix=prefix).status_code == 200
+    assert message in post(client, data, prefix=prefix).json()["error"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        ("/ru", "В этом изображении PNG 50 Мп"),
+        ("/de", "Dieses PNG-Bild hat 50 Megapixel"),
+    ],
+    ids=["ru", "de"],
+)
+def test_the_price_refusal_is_translated(client, prefix, message):
+    assert message in post(client, one_bit_bomb(), prefix=prefix).json()["error"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", ["ANALYSE_LIMIT", "CLIENT_BUDGET_MS"])
+def test_the_server_lanes_limits_count_an_ipv6_client_per_64(client, monkeypatch, limit):
+    from showcases import views
+
+    # Room for one upload, by count or by price.
+    if limit == "ANALYSE_LIMIT":
+        monkeypatch.setattr(views, "ANALYSE_LIMIT", 1)
+    else:
+        monkeypatch.setattr(analysis, "CLIENT_BUDGET_MS", 9)
+    data = small_png()
+    assert post(client, data, address="2001:db8:1:2::1").status_code == 200
+    # Another address in the same /64 (another device on the line, or the same host's next
+    # temporary address) shares the budget...
+    assert post(client, data, address="2001:db8:1:2:ffff:ffff:ffff:ffff").status_code == 429
+    # ...and the next /64 has its own.
+    assert post(client, data, address="2001:db8:1:3::1").status_code == 200
 
 
 # --- Fuzzing the endpoint -----------------------------------------------------------------
@@ -800,7 +1066,9 @@ def _wrong_answer(response) -> str | None:
 @pytest.mark.django_db
 # Pillow warns about the broken files it still reads (corrupt EXIF, a malformed MPO index).
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_thousands_of_broken_files_of_every_format_never_get_a_500(client):
+def test_thousands_of_broken_files_of_every_format_never_get_a_500(client, monkeypatch):
+    # Every case must reach the decoders, not the site's CPU budget.
+    monkeypatch.setattr(analysis, "SITE_BUDGET_MS", 10**9)
     seeds = _seeds()
     formats = sorted(seeds)
     rng = random.Random(20261201)

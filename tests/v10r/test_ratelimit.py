@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.db import connection
 
 from v10r import ratelimit
@@ -59,3 +60,34 @@ def test_prune_deletes_only_windows_older_than_asked_a_bounded_number_at_a_time(
     with connection.cursor() as cursor:
         cursor.execute("SELECT key FROM v10r_rate_limit_windows")
         assert cursor.fetchall() == [("fresh",)]
+
+
+def test_a_weighted_hit_counts_its_cost_and_is_refused_once_the_limit_is_passed(db):
+    window = timedelta(seconds=60)
+    assert ratelimit.hit(key="w", limit=100, window=window, cost=60).hits == 60
+    over = ratelimit.hit(key="w", limit=100, window=window, cost=41)
+    assert (over.allowed, over.hits) == (False, 101)
+    ratelimit.forgive(key="w", cost=41)
+    exact = ratelimit.hit(key="w", limit=100, window=window, cost=40)
+    assert (exact.allowed, exact.hits) == (True, 100)
+    # An ordinary hit beside weighted ones still counts one.
+    assert ratelimit.hit(key="w", limit=100, window=window).hits == 101
+    ratelimit.forgive(key="w", cost=1000)  # never below zero
+    assert ratelimit.hit(key="w", limit=100, window=window).hits == 1
+
+
+def test_a_window_that_restarts_on_a_weighted_hit_starts_from_its_cost(db):
+    window = timedelta(seconds=60)
+    ratelimit.hit(key="r", limit=100, window=window, cost=90)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE v10r_rate_limit_windows SET window_start = now() - interval '61 seconds'"
+        )
+    again = ratelimit.hit(key="r", limit=100, window=window, cost=30)
+    assert (again.allowed, again.hits) == (True, 30)
+
+
+def test_a_hit_must_cost_something(db):
+    for cost in (0, -5):
+        with pytest.raises(ValueError, match="at least 1"):
+            ratelimit.hit(key="z", limit=10, window=timedelta(seconds=60), cost=cost)
