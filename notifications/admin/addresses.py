@@ -4,6 +4,8 @@ signing secrets (masked; rotated with the previous one still valid)."""
 
 from __future__ import annotations
 
+import socket
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -51,12 +53,50 @@ class ChannelAddressForm(forms.ModelForm):
         elif channel == "discord" and not _SNOWFLAKE.fullmatch(address):
             self.add_error("address", _("A Discord user id is a number of up to 20 digits."))
         elif channel == "webhook":
-            try:
-                netguard.parse_url(address)
-            except netguard.Refused as exc:
-                self.add_error("address", str(exc))
+            self.check_webhook(address)
         data["address"] = address
+        user, active = data.get("user"), data.get("is_active")
+        if user and channel and active and self.other_active(user=user, channel=channel):
+            # Said here, in the staff member's words: the database's unique constraint would
+            # otherwise surface as its name ("channel_addresses_one_active" is violated).
+            self.one_active_refused = True
+            self.add_error(
+                "is_active",
+                _(
+                    "%(user)s already has an active %(channel)s address. Switch that one off "
+                    "first, or save this one switched off."
+                )
+                % {"user": user, "channel": channel},
+            )
         return data
+
+    one_active_refused = False
+
+    def other_active(self, *, user, channel: str) -> bool:
+        others = ChannelAddress.objects.filter(user=user, channel=channel, is_active=True)
+        return others.exclude(pk=self.instance.pk).exists()
+
+    def check_webhook(self, url: str) -> None:
+        """Refuse what the drain would refuse, for the same reasons: an http(s) URL whose host
+        resolves to public addresses only (loopback too where the drain may reach it)."""
+        try:
+            destination = netguard.parse_url(url)
+            netguard.resolve(
+                destination.host,
+                destination.port,
+                allow_loopback=settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK,
+            )
+        except netguard.Refused as exc:
+            self.add_error("address", exc.translated())
+        except socket.gaierror:
+            self.add_error(
+                "address",
+                _("%(host)s does not resolve: check the name.") % {"host": destination.host},
+            )
+
+    def validate_constraints(self):
+        if not self.one_active_refused:  # already said, in words (clean)
+            super().validate_constraints()
 
 
 class WebhookSecretInline(admin.StackedInline):
@@ -153,6 +193,25 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         if obj.is_active and obj.deactivated_at:
             obj.deactivated_at, obj.deactivated_reason = None, ""
         super().save_model(request, obj, form, change)
+        # A webhook is only ever sent signed: without a secret every delivery would fail
+        # WEBHOOK_NO_SECRET. One is made with the address (or when it becomes a webhook).
+        if obj.channel == "webhook" and not WebhookSecret.objects.filter(address=obj).exists():
+            secret = signing.new_secret()
+            WebhookSecret.objects.create(address=obj, secret=secret)
+            self.show_new_secret(request, address=obj, secret=secret)
+
+    def show_new_secret(self, request, *, address: ChannelAddress, secret: str) -> None:
+        # Shown once, here: the receiver needs it, and the page never shows it again.
+        self.message_user(
+            request,
+            format_html(
+                "{} <code>{}</code>",
+                gettext("New secret for %(address)s, shown only now:")
+                % {"address": address.address},
+                secret,
+            ),
+            messages.SUCCESS,
+        )
 
     # Both change what a receiver must hold, and the rotation shows the new secret: only for
     # staff who may change addresses, never for those who may only look.
@@ -171,17 +230,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
                     previous_secret=row.secret, secret=new, rotated_at=DatabaseNow()
                 )
             self.log_change(request, address, ROTATED)
-            # Shown once, here: the receiver needs it, and the page never shows it again.
-            self.message_user(
-                request,
-                format_html(
-                    "{} <code>{}</code>",
-                    gettext("New secret for %(address)s, shown only now:")
-                    % {"address": address.address},
-                    new,
-                ),
-                messages.SUCCESS,
-            )
+            self.show_new_secret(request, address=address, secret=new)
 
     @admin.action(permissions=["change"], description=_("Drop the previous webhook secret"))
     def drop_previous_webhook_secret(self, request, queryset):

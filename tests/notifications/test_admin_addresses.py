@@ -3,11 +3,13 @@ are masked and rotate with the old one still valid, and an address is checked fo
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from notifications import enqueue, worker
 from notifications.models import ChannelAddress, WebhookSecret
-from tests.httppeers import Behaviour, TelegramPeer
+from tests.httppeers import Behaviour, TelegramPeer, WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 
@@ -135,3 +137,130 @@ def test_the_dashboard_probes_a_bot_and_shows_the_round_trip(staff, settings):
         channels.get("telegram").close()
         channels._load.cache_clear()
         peer.stop()
+
+
+def form(user, channel: str, address: str, *, active: bool = True) -> dict:
+    data = {
+        "user": user.pk,
+        "channel": channel,
+        "address": address,
+        "webhook_secret-TOTAL_FORMS": "0",
+        "webhook_secret-INITIAL_FORMS": "0",
+    }
+    return data | ({"is_active": "on"} if active else {})
+
+
+@pytest.fixture
+def loopback_webhooks(settings):
+    """Webhooks may reach a receiver on 127.0.0.1, as in local development."""
+    from notifications import channels
+
+    settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK = True
+    channels._load.cache_clear()
+    yield
+    for channel in channels.configured().values():
+        channel.close()
+    channels._load.cache_clear()
+
+
+def test_a_webhook_added_in_the_admin_gets_a_secret_shown_once_and_delivers(
+    staff, user, loopback_webhooks
+):
+    receiver = WebhookReceiver(secrets=[])
+    try:
+        response = staff.post(
+            LIST + "add/", form(user, "webhook", receiver.url + "/hook"), follow=True
+        )
+        hook = ChannelAddress.objects.get(channel="webhook")
+        secret = WebhookSecret.objects.get(address=hook).secret
+        assert secret.startswith("whsec_")
+        # Shown once, with the page that follows the save, for the receiver's owner.
+        assert f"<code>{secret}</code>" in response.content.decode()
+        assert secret not in staff.get(f"{LIST}{hook.pk}/change/").content.decode()
+        receiver.secrets = [secret]
+        enqueue.send_notification(
+            user=user,
+            type="t",
+            message_key="queue.demo",
+            params={"label": "x"},
+            channels=["webhook"],
+        )
+        worker.drain_once()
+        delivery = hook.user.notifications.get().deliveries.get()
+        assert (delivery.status, delivery.error_code) == ("sent", "")
+        assert [request.verified for request in receiver.requests] == [True]
+    finally:
+        receiver.stop()
+
+
+def test_an_address_changed_to_a_webhook_gets_a_secret(staff, user, loopback_webhooks):
+    address = ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    response = staff.post(
+        f"{LIST}{address.pk}/change/", form(user, "webhook", "http://127.0.0.1:9/hook"), follow=True
+    )
+    secret = WebhookSecret.objects.get(address=address).secret
+    assert f"<code>{secret}</code>" in response.content.decode()
+    # Saving it again keeps the secret the receiver was given.
+    staff.post(f"{LIST}{address.pk}/change/", form(user, "webhook", "http://127.0.0.1:9/hook"))
+    assert WebhookSecret.objects.get(address=address).secrets() == [secret]
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("http://10.0.0.5/", "10.0.0.5 may not be reached: a private network."),
+        ("http://192.168.1.10/", "192.168.1.10 may not be reached: a private network."),
+        ("http://169.254.169.254/", "169.254.169.254 may not be reached: link-local"),
+        ("http://[::ffff:10.0.0.5]/", "may not be reached: IPv4-mapped, carrying 10.0.0.5"),
+        ("http://localhost/", "may not be reached: loopback."),
+        ("http://0x7f.1/", "0x7f.1 (127.0.0.1) may not be reached: loopback."),
+    ],
+)
+def test_a_webhook_the_drain_would_refuse_is_refused_by_the_form(staff, user, url, error):
+    response = staff.post(LIST + "add/", form(user, "webhook", url))
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert not ChannelAddress.objects.exists()
+
+
+def test_loopback_webhooks_are_accepted_where_the_drain_may_reach_them(
+    staff, user, loopback_webhooks
+):
+    response = staff.post(LIST + "add/", form(user, "webhook", "http://localhost:9/hook"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert ChannelAddress.objects.get().address == "http://localhost:9/hook"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "url", "error"),
+    [
+        ("/ru", "http://10.0.0.5/", "Отправлять на 10.0.0.5 нельзя: это частная сеть."),
+        ("/de", "http://10.0.0.5/", "10.0.0.5 darf nicht erreicht werden: ein privates Netz."),
+        ("/ru", "ftp://hooks.example/", "Разрешены только адреса http и https, а не 'ftp'."),
+        ("/de", "ftp://hooks.example/", "Nur http- und https-URLs sind erlaubt, nicht 'ftp'."),
+    ],
+)
+def test_the_forms_refusals_are_in_the_staff_members_language(staff, user, prefix, url, error):
+    response = staff.post(prefix + LIST + "add/", form(user, "webhook", url))
+    assert error in html.unescape(response.content.decode())
+
+
+@pytest.mark.parametrize(
+    ("prefix", "error"),
+    [
+        ("", "reader already has an active telegram address. Switch that one off first"),
+        ("/ru", "У reader уже есть активный адрес в канале telegram."),
+        ("/de", "reader hat schon eine aktive Adresse für telegram."),
+    ],
+)
+def test_a_second_active_address_on_a_channel_is_refused_in_words(staff, user, prefix, error):
+    ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    response = staff.post(prefix + LIST + "add/", form(user, "telegram", "1002"))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert error in body
+    assert "channel_addresses_one_active" not in body
+    assert ChannelAddress.objects.count() == 1
+    # Switched off, the second one may be kept beside the first.
+    staff.post(prefix + LIST + "add/", form(user, "telegram", "1002", active=False))
+    assert ChannelAddress.objects.count() == 2
