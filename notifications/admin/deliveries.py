@@ -81,8 +81,7 @@ class DeliveryAdmin(Worded, ReadOnlyAdmin):
     list_filter = (StatusFilter, ChannelFilter, ("created_at", CreatedFilter))
     search_fields = ("notification id, recipient or error code",)  # see get_search_results
     search_help_text = _(
-        "A notification id, an error code (UPSTREAM_503), or part of a recipient's "
-        "username or email."
+        "A notification id, an error code (HTTP_503), or part of a recipient's username or email."
     )
     list_select_related = ("notification",)
     ordering = ("-created_at", "-id")

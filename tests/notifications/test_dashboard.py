@@ -35,7 +35,7 @@ def test_channel_health_counts_the_last_day_by_cause(db, user):
     claims = {c.id: c for c in outbox.claim(batch_size=5)}
     mark_sent(claims[ids[0]], provider_message_id="m")
     mark_sent(claims[ids[1]], provider_message_id="m")
-    mark_failed(claims[ids[2]], code="UPSTREAM_503", message="x", retryable=True)
+    mark_failed(claims[ids[2]], code="HTTP_503", message="x", retryable=True)
     mark_failed(claims[ids[3]], code="BAD_ADDRESS", message="x", retryable=False)
     # ids[4] was attempted two days ago: outside the window.
     mark_sent(claims[ids[4]], provider_message_id="m")
