@@ -6,6 +6,7 @@ from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.formats import number_format
 from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
@@ -153,6 +154,7 @@ def _demo_messages() -> dict:
 def _page_context(request) -> dict:
     return {
         "demo_messages": _demo_messages(),
+        "queue_messages": _queue_messages(),
         "claim_sql": outbox.CLAIM_SQL,
         "policy": {
             "batch_size": settings.DELIVERY_BATCH_SIZE,
@@ -178,13 +180,37 @@ def queue(request):
     return render(request, "showcases/queue_live.html", _queue_context(request))
 
 
-def _try_refused(request, *, message: str, status: int, retry_after_seconds: int):
+def _queue_messages() -> dict:
+    """The live queue's sentences, read by queue-live.js."""
+    return {
+        "offline": _(
+            "This browser is offline, so the live queue has stopped updating; it picks up again "
+            "when the connection is back."
+        ),
+        "unreachable": _(
+            "The server did not answer, so the live queue has stopped updating; it tries again "
+            "in {seconds} s."
+        ),
+    }
+
+
+def _too_many_tries(seconds: str) -> str:
+    return _("Too many tries; wait %(seconds)s s.") % {"seconds": seconds}
+
+
+def _try_refused(
+    request, *, message: str, status: int, retry_after_seconds: int, countdown: str = ""
+):
+    """countdown: the message with {seconds} for the wait left, for the page to count down."""
     if request.htmx:
+        # The refusal travels out of band, to an element the polls leave alone.
         template, context = "showcases/queue_live.html", _queue_context(request)
+        context["try_error_oob"] = True
     else:
         # Without JavaScript the form posted the whole page away: answer with the page.
         template, context = "showcases/workers.html", _page_context(request)
-    response = render(request, template, {**context, "try_error": message}, status=status)
+    context.update(try_error=message, try_retry_after=retry_after_seconds, try_countdown=countdown)
+    response = render(request, template, context, status=status)
     response["Retry-After"] = str(retry_after_seconds)
     response["X-Queue-Fragment"] = "refused"  # swapped in by queue-live.js all the same
     return response
@@ -198,10 +224,10 @@ def try_it(request):
     if not verdict.allowed:
         return _try_refused(
             request,
-            message=_("Too many tries; wait %(seconds)d s.")
-            % {"seconds": verdict.retry_after_seconds},
+            message=_too_many_tries(number_format(verdict.retry_after_seconds)),
             status=429,
             retry_after_seconds=verdict.retry_after_seconds,
+            countdown=_too_many_tries("{seconds}"),
         )
     fail = request.POST.get("fail") in {"1", "on", "true"}
     mine = request.session.get(SESSION_KEY, [])
@@ -225,7 +251,10 @@ def try_it(request):
     if not request.htmx:
         # Without JavaScript the form posts normally: queue it, then show the page again.
         return redirect(reverse("showcases:workers") + "#queue-worker")
-    return render(request, "showcases/queue_live.html", _queue_context(request))
+    # With an empty try-error out of band: an earlier refusal is over once a try gets in.
+    return render(
+        request, "showcases/queue_live.html", {**_queue_context(request), "try_error_oob": True}
+    )
 
 
 # The multipart envelope around the image: boundaries, headers, the CSRF field.

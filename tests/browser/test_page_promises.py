@@ -116,7 +116,7 @@ def test_a_refused_try_says_why_in_the_visitors_language(site, page, language, m
     open_page(page, site, language)
     try_it(page)
     page.click(".try-it button[type=submit]")
-    alert = page.wait_for_selector("#queue-live .demo-error", timeout=10_000)
+    alert = page.wait_for_selector("#try-error:not([hidden])", timeout=10_000)
     assert (
         alert.text_content()
         == {

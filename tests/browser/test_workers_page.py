@@ -188,7 +188,7 @@ def test_try_it_shows_the_notification_move_through_the_queue(site, page):
     assert csp_violations(page) == []
 
 
-def test_a_refused_try_it_says_why_in_the_live_queue(site, page, monkeypatch):
+def test_a_refused_try_it_says_why_beside_the_button(site, page, monkeypatch):
     from showcases import queue_demo
 
     monkeypatch.setattr(queue_demo, "PENDING_LIMIT", 1)  # the server thread shares the module
@@ -196,7 +196,7 @@ def test_a_refused_try_it_says_why_in_the_live_queue(site, page, monkeypatch):
     page.click(".try-it button[type=submit]")
     page.wait_for_selector("[data-feed-status=pending]")
     page.click(".try-it button[type=submit]")
-    alert = page.wait_for_selector("#queue-live .demo-error", timeout=10_000)
+    alert = page.wait_for_selector("#try-error:not([hidden])", timeout=10_000)
     assert alert.text_content() == "The demo queue is full; try again in a minute."
     assert page.locator("[data-feed-status]").count() == 1
     assert csp_violations(page) == []

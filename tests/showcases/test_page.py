@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from datetime import timedelta
 
 import numpy as np
@@ -165,7 +166,12 @@ def test_a_refused_try_without_javascript_gets_the_whole_page_with_the_reason(cl
     body = response.content.decode()
     assert response.status_code == 429
     assert body.lstrip().startswith("<!doctype html>")
-    assert '<p class="demo-error" role="alert">Too many tries; wait' in body
+    # Beside the button, outside the polled live queue, with the wait for the page to count.
+    assert re.search(
+        r'<p id="try-error" class="demo-error" role="alert" data-try-error data-retry-after="\d+"'
+        r' data-countdown="Too many tries; wait \{seconds\} s.">Too many tries; wait \d+ s\.</p>',
+        body,
+    ), body
 
 
 def test_demo_rows_waiting_out_a_long_backoff_do_not_fill_the_demo_queue(client, monkeypatch):
