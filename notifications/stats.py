@@ -213,14 +213,17 @@ def hourly() -> list[Hour]:
     return [Hour(h, found.get(h, dict.fromkeys(OUTCOMES, 0))) for h in hours]
 
 
-OLDEST_PENDING_SQL = """
+# The same rows as the "pending" count (ShownStatus.PENDING, never tried since queued or
+# retried), read from their own index: a retrying row is counted under "retrying", and its
+# age beside a "pending 0" would describe a row that count leaves out.
+OLDEST_PENDING_SQL = f"""
 SELECT now() - min(created_at) FROM notifications.notification_deliveries
-WHERE status = 'pending'
+WHERE {WAITING_SQL}
 """.strip()
 
 
 def oldest_pending_age() -> timedelta | None:
-    """How long the oldest pending delivery has waited, to the second."""
+    """How long the oldest pending (not retrying) delivery has waited, to the second."""
     with connection.cursor() as cursor:
         cursor.execute(OLDEST_PENDING_SQL)
         age = cursor.fetchone()[0]

@@ -239,3 +239,32 @@ def test_the_admins_counts_read_their_indexes_alone(admin_client, user):
     }
     for name, plan in zip(wanted, plans_of(list(wanted.values())), strict=True):
         assert "Index Only Scan" in plan, f"{name} visits the table:\n{plan}"
+
+
+def test_the_oldest_pending_age_counts_the_rows_the_pending_count_counts(admin_client, user):
+    [retrying, waiting] = make_deliveries(user, 2)
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempts = 1,"
+        " created_at = now() - interval '79 seconds' WHERE id = %s",
+        [retrying],
+    )
+    execute("DELETE FROM notifications.notification_deliveries WHERE id = %s", [waiting])
+    body = admin_client.get("/admin/").content.decode()
+    assert '<dd data-count="pending">0</dd>' in body
+    assert '<dd data-count="retrying">1</dd>' in body
+    assert '<dd data-count="oldest">—</dd>' in body
+    [waiting] = make_deliveries(user, 1)
+    execute(
+        "UPDATE notifications.notification_deliveries"
+        " SET created_at = now() - interval '9 seconds' WHERE id = %s",
+        [waiting],
+    )
+    body = admin_client.get("/admin/").content.decode()
+    assert '<dd data-count="pending">1</dd>' in body
+    assert '<dd data-count="oldest">9\u00a0s</dd>' in body
+
+
+def test_the_oldest_pending_age_reads_the_pending_rows_index(db, user):
+    make_deliveries(user, 3)
+    [plan] = plans_of([stats.OLDEST_PENDING_SQL])
+    assert "deliveries_waiting" in plan, plan
