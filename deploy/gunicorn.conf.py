@@ -29,6 +29,43 @@ def _int(name: str, default: int) -> int:
     return value
 
 
+def _check_settings() -> None:
+    """Load the Django settings once, in a throwaway child, before gunicorn starts anything.
+
+    A bad value in the environment then stops gunicorn with the settings' one line (the
+    worker would bury it in its traceback, and the master add five lines of its own). A
+    child, because the master must not import the app: no preload_app, so a HUP reloads it.
+    Any other failure is left to the worker, which reports it in full."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 0
+        try:
+            os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
+            from django.conf import settings
+            from django.core.exceptions import ImproperlyConfigured
+
+            try:
+                settings.INSTALLED_APPS  # noqa: B018 - reading it loads the settings
+            except ImproperlyConfigured as error:
+                os.write(write, str(error).encode())
+                code = 1
+        except BaseException:
+            pass
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode()
+    os.waitpid(pid, 0)
+    if message:
+        raise SystemExit(message)
+
+
+_check_settings()
+
+
 def _cpus() -> int:
     # The CPUs this process may run on (a container pinned to two cores sees two), not the
     # machine's count.

@@ -22,6 +22,12 @@ def worst_case_batch(*, batch_size: int, concurrency: int) -> timedelta:
     return slowest * rounds + LEASE_MARGIN
 
 
+def shortest_lease(*, batch_size: int, concurrency: int) -> int:
+    """Return the shortest whole number of seconds that outlasts a full batch."""
+    needed = worst_case_batch(batch_size=batch_size, concurrency=concurrency)
+    return math.floor(needed.total_seconds()) + 1
+
+
 def lease_problem(*, lease: timedelta, batch_size: int, concurrency: int) -> str | None:
     """Return why lease is too short for such batches, or None when it is long enough.
 
@@ -104,11 +110,15 @@ def check_lease_and_tick(app_configs=None, **kwargs):
         concurrency=settings.DELIVERY_CONCURRENCY,
     )
     if problem:
+        shortest = shortest_lease(
+            batch_size=settings.DELIVERY_BATCH_SIZE, concurrency=settings.DELIVERY_CONCURRENCY
+        )
         errors.append(
             Error(
                 problem,
-                hint="Raise DELIVERY_LEASE_SECONDS, or lower DELIVERY_BATCH_SIZE, raise "
-                "DELIVERY_CONCURRENCY, or shorten the channels' timeouts (EMAIL_TIMEOUT).",
+                hint=f"Set DELIVERY_LEASE_SECONDS={shortest} or more, or lower "
+                "DELIVERY_BATCH_SIZE, raise DELIVERY_CONCURRENCY, or shorten the channels' "
+                "timeouts (EMAIL_TIMEOUT).",
                 id="notifications.E001",
             )
         )

@@ -6,126 +6,111 @@ sets `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS` and usually `DATABASE_URL`.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
 # The retry arithmetic is pure (no Django): its defaults are the settings' defaults.
 from notifications import backoff
-from v10r import embedded_postgresql, logs, platform
+from v10r import embedded_postgresql, environment, logs, platform
+from v10r.environment import SettingError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-def _env_bool(name: str, *, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1 or 0.")
-
-
-def _env_int(name: str, *, default: int, minimum: int = 0, maximum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}.")
-    if maximum is not None and value > maximum:
-        raise ImproperlyConfigured(f"{name}={raw!r} must be at most {maximum}.")
-    return value
-
-
-def _env_float(name: str, *, default: float, minimum: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
-    if not value >= minimum:  # also rejects NaN
-        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum:g}.")
-    return value
-
-
-def _env_list(name: str, *, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
-
-
 # --- Environment ------------------------------------------------------------------------------
-DEBUG = _env_bool("DJANGO_DEBUG", default=False)
+# Every variable goes through v10r/environment.py: parsed, held to its bounds, and refused
+# with one line (SettingError) that manage.py and gunicorn print alone.
+DEBUG = environment.boolean("DJANGO_DEBUG", default=False)
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+SECRET_KEY = environment.text("DJANGO_SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured(
+        raise SettingError(
             "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is not 1. "
             'Generate one with: python -c "import secrets; print(secrets.token_urlsafe(50))"'
         )
     # Only ever used with DEBUG on, on a developer's machine.
     SECRET_KEY = "django-insecure-v10r-development-only"
 
-ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
-CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+ALLOWED_HOSTS = environment.names(
+    "DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"]
+)
+CSRF_TRUSTED_ORIGINS = environment.names("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
-DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+DATABASE_URL = environment.text("DATABASE_URL")
 # Where the embedded PostgreSQL keeps its data when DATABASE_URL is unset (V10R_PGDATA,
 # default `.pgdata`, git-ignored).
 EMBEDDED_PGDATA = embedded_postgresql.pgdata_from_environment()
 
-STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
+STATIC_ROOT = Path(environment.text("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
 
-# Behind a TLS-terminating proxy, set DJANGO_SECURE_PROXY_SSL_HEADER=1.
-SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
-_PROXY_SSL = _env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False)
-SECURE_HSTS_SECONDS = _env_int("DJANGO_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
+# HTTPS (docs/deploy.md): behind a TLS-terminating proxy, set DJANGO_SECURE_PROXY_SSL_HEADER=1;
+# a plain-HTTP trial sets DJANGO_SECURE_SSL_REDIRECT=0 and DJANGO_HSTS_SECONDS=0.
+SECURE_SSL_REDIRECT = environment.boolean("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+_PROXY_SSL = environment.boolean("DJANGO_SECURE_PROXY_SSL_HEADER", default=False)
+SECURE_HSTS_SECONDS = environment.whole_number(
+    "DJANGO_HSTS_SECONDS",
+    default=0 if DEBUG else 31_536_000,
+    minimum=0,
+    maximum=63_072_000,
+    why="two years",
+)
 
 # Email, through Django's MAILERS. The variables keep the familiar EMAIL_* names; EMAIL_TIMEOUT
 # bounds every socket operation and, in the email channel, the whole send.
-_EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", default=False)
-_EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", default=False)
+_EMAIL_USE_TLS = environment.boolean("EMAIL_USE_TLS", default=False)
+_EMAIL_USE_SSL = environment.boolean("EMAIL_USE_SSL", default=False)
 if _EMAIL_USE_TLS and _EMAIL_USE_SSL:
-    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive; set only one.")
+    raise SettingError("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive; set only one.")
 MAILERS = {
     "default": {
         "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
         "OPTIONS": {
-            "host": os.environ.get("EMAIL_HOST", "localhost"),
-            "port": _env_int("EMAIL_PORT", default=25, minimum=1),
+            "host": environment.text("EMAIL_HOST", default="localhost"),
+            "port": environment.whole_number(
+                "EMAIL_PORT", default=25, minimum=1, maximum=65_535, why="the largest TCP port"
+            ),
             "username": os.environ.get("EMAIL_HOST_USER", ""),
             "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
             "use_tls": _EMAIL_USE_TLS,
             "use_ssl": _EMAIL_USE_SSL,
-            "timeout": _env_float("EMAIL_TIMEOUT", default=10.0, minimum=0.1),
+            "timeout": environment.number(
+                "EMAIL_TIMEOUT", default=10.0, minimum=0.1, maximum=300, why="five minutes"
+            ),
         },
     },
 }
-DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "v10r <notifications@localhost>")
+DEFAULT_FROM_EMAIL = environment.text(
+    "DEFAULT_FROM_EMAIL", default="v10r <notifications@localhost>"
+)
 
 # The outbox's queue worker (notifications/drain.py); the system checks in
-# notifications/checks.py refuse a lease that a full batch could outlive.
-DELIVERY_BATCH_SIZE = _env_int("DELIVERY_BATCH_SIZE", default=25, minimum=1)
-DELIVERY_CONCURRENCY = _env_int("DELIVERY_CONCURRENCY", default=16, minimum=1)
-DELIVERY_LEASE_SECONDS = _env_float("DELIVERY_LEASE_SECONDS", default=300.0, minimum=1.0)
-DELIVERY_INTERVAL_SECONDS = _env_float("DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1)
-DELIVERY_MAX_ATTEMPTS = _env_int("DELIVERY_MAX_ATTEMPTS", default=backoff.MAX_ATTEMPTS, minimum=1)
+# notifications/checks.py refuse a lease that a full batch could outlive. The bounds are
+# drain_outbox's own for the same options, so a setting the command would refuse never starts.
+DELIVERY_BATCH_SIZE = environment.whole_number(
+    "DELIVERY_BATCH_SIZE", default=25, minimum=1, maximum=10_000, why="drain_outbox's limit"
+)
+DELIVERY_CONCURRENCY = environment.whole_number(
+    "DELIVERY_CONCURRENCY", default=16, minimum=1, maximum=64, why="drain_outbox's limit"
+)
+DELIVERY_LEASE_SECONDS = environment.number(
+    "DELIVERY_LEASE_SECONDS", default=300.0, minimum=1, maximum=86_400, why="a day"
+)
+DELIVERY_INTERVAL_SECONDS = environment.number(
+    "DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1, maximum=86_400, why="a day"
+)
+# Past 20 sends a delivery has been retried for almost 16 hours: it is a human's to look at.
+DELIVERY_MAX_ATTEMPTS = environment.whole_number(
+    "DELIVERY_MAX_ATTEMPTS",
+    default=backoff.MAX_ATTEMPTS,
+    minimum=1,
+    maximum=20,
+    why="20 sends already span almost 16 hours of retries",
+)
 # Channel name -> class path. Code that enqueues may only name these.
 _CHANNEL_CLASSES = {
     "email": "notifications.channels.email.EmailChannel",
@@ -136,110 +121,96 @@ _CHANNEL_CLASSES = {
 }
 # V10R_CHANNELS picks which of them this site runs (comma-separated; default all): a site with
 # no Telegram bot leaves telegram out instead of carrying a channel that can only fail.
-_chosen = [n.strip() for n in os.environ.get("V10R_CHANNELS", "").split(",") if n.strip()]
-_unknown = sorted(set(_chosen) - set(_CHANNEL_CLASSES))
-if _unknown:
-    raise ImproperlyConfigured(
-        f"V10R_CHANNELS names unknown channels {', '.join(_unknown)}; "
-        f"known: {', '.join(_CHANNEL_CLASSES)}."
-    )
+_chosen = environment.choices("V10R_CHANNELS", known=_CHANNEL_CLASSES)
 if _chosen and "demo" not in _chosen:
-    raise ImproperlyConfigured(
-        "V10R_CHANNELS must include demo: the workers page's Try it uses it."
+    raise SettingError(
+        f"V10R_CHANNELS={','.join(_chosen)!r} leaves out demo, which the workers page's Try it "
+        "uses; add demo to the list."
     )
 DELIVERY_CHANNELS = {
     name: path for name, path in _CHANNEL_CLASSES.items() if not _chosen or name in _chosen
 }
 # The HTTP channels (notifications/channels/http.py): a connection must open within the first,
 # and a whole send (name lookup, TLS, request, reply) finish within the second.
-DELIVERY_HTTP_CONNECT_TIMEOUT = _env_float(
-    "DELIVERY_HTTP_CONNECT_TIMEOUT", default=5.0, minimum=0.1
+DELIVERY_HTTP_CONNECT_TIMEOUT = environment.number(
+    "DELIVERY_HTTP_CONNECT_TIMEOUT", default=5.0, minimum=0.1, maximum=60, why="a minute"
 )
-DELIVERY_HTTP_TOTAL_TIMEOUT = _env_float("DELIVERY_HTTP_TOTAL_TIMEOUT", default=10.0, minimum=0.1)
+DELIVERY_HTTP_TOTAL_TIMEOUT = environment.number(
+    "DELIVERY_HTTP_TOTAL_TIMEOUT", default=10.0, minimum=0.1, maximum=300, why="five minutes"
+)
 if DELIVERY_HTTP_CONNECT_TIMEOUT > DELIVERY_HTTP_TOTAL_TIMEOUT:
-    raise ImproperlyConfigured(
-        "DELIVERY_HTTP_CONNECT_TIMEOUT is longer than DELIVERY_HTTP_TOTAL_TIMEOUT, which bounds "
-        "the whole send, connecting included."
+    raise SettingError(
+        f"DELIVERY_HTTP_CONNECT_TIMEOUT ({DELIVERY_HTTP_CONNECT_TIMEOUT:g} s) is longer than "
+        f"DELIVERY_HTTP_TOTAL_TIMEOUT ({DELIVERY_HTTP_TOTAL_TIMEOUT:g} s), which bounds the "
+        "whole send, connecting included; lower the first or raise the second."
     )
 # Bot tokens; unset, that channel fails its rows permanently (TELEGRAM_NO_TOKEN,
 # DISCORD_NO_TOKEN) and `manage.py check` warns. The base URLs point tests at loopback.
-TELEGRAM_BOT_TOKEN = os.environ.get("TELEGRAM_BOT_TOKEN", "").strip()
-TELEGRAM_API_BASE_URL = os.environ.get("TELEGRAM_API_BASE_URL", "https://api.telegram.org")
-DISCORD_BOT_TOKEN = os.environ.get("DISCORD_BOT_TOKEN", "").strip()
-DISCORD_API_BASE_URL = os.environ.get("DISCORD_API_BASE_URL", "https://discord.com/api/v10")
+TELEGRAM_BOT_TOKEN = environment.text("TELEGRAM_BOT_TOKEN")
+TELEGRAM_API_BASE_URL = environment.url("TELEGRAM_API_BASE_URL", default="https://api.telegram.org")
+DISCORD_BOT_TOKEN = environment.text("DISCORD_BOT_TOKEN")
+DISCORD_API_BASE_URL = environment.url(
+    "DISCORD_API_BASE_URL", default="https://discord.com/api/v10"
+)
 # Webhooks refuse every private, loopback and link-local address (SSRF); 1 lets them reach
 # loopback, for tests and local development only.
-DELIVERY_WEBHOOK_ALLOW_LOOPBACK = _env_bool("DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False)
+DELIVERY_WEBHOOK_ALLOW_LOOPBACK = environment.boolean(
+    "DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False
+)
 # Retention (notifications/retention.py, manage.py prune_outbox, and the drain loop's idle
 # ticks): finished deliveries are deleted once queued this many days ago.
 # At most a century: a longer keep is "forever", and would overflow the date arithmetic.
-OUTBOX_KEEP_SENT_DAYS = _env_int("OUTBOX_KEEP_SENT_DAYS", default=30, minimum=1, maximum=36_500)
-OUTBOX_KEEP_FINISHED_DAYS = _env_int(
-    "OUTBOX_KEEP_FINISHED_DAYS", default=90, minimum=1, maximum=36_500
+OUTBOX_KEEP_SENT_DAYS = environment.whole_number(
+    "OUTBOX_KEEP_SENT_DAYS", default=30, minimum=1, maximum=36_500, why="a century"
+)
+OUTBOX_KEEP_FINISHED_DAYS = environment.whole_number(
+    "OUTBOX_KEEP_FINISHED_DAYS", default=90, minimum=1, maximum=36_500, why="a century"
 )
 if OUTBOX_KEEP_FINISHED_DAYS < OUTBOX_KEEP_SENT_DAYS:
-    raise ImproperlyConfigured(
+    raise SettingError(
         f"OUTBOX_KEEP_FINISHED_DAYS={OUTBOX_KEEP_FINISHED_DAYS} is shorter than "
         f"OUTBOX_KEEP_SENT_DAYS={OUTBOX_KEEP_SENT_DAYS}; failed and dead deliveries are kept "
-        "at least as long as sent ones."
+        "at least as long as sent ones, so raise the first or lower the second."
     )
-OUTBOX_PRUNE_BATCH = _env_int("OUTBOX_PRUNE_BATCH", default=1000, minimum=1, maximum=100_000)
+OUTBOX_PRUNE_BATCH = environment.whole_number(
+    "OUTBOX_PRUNE_BATCH", default=1000, minimum=1, maximum=100_000, why="prune_outbox's limit"
+)
 
 # /metrics (notifications/metrics.py): open to a bearer token, or to clients in the listed
 # networks (comma-separated, e.g. 10.0.0.0/8,127.0.0.1/32; the client address as
 # V10R_TRUSTED_PROXIES defines it). Neither set: the endpoint does not exist (404).
-METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
-if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
-    raise ImproperlyConfigured("METRICS_TOKEN must be at least 32 characters long.")
-
-
-def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    networks = []
-    for part in os.environ.get(name, "").split(","):
-        if not part.strip():
-            continue
-        try:
-            networks.append(ipaddress.ip_network(part.strip()))
-        except ValueError:
-            raise ImproperlyConfigured(
-                f"{name}: {part.strip()!r} is not a network; use CIDR, e.g. 10.0.0.0/8."
-            ) from None
-    return networks
-
-
-METRICS_ALLOWED_NETWORKS = _networks("METRICS_ALLOWED_NETWORKS")
+METRICS_TOKEN = environment.secret("METRICS_TOKEN", min_length=32)
+METRICS_ALLOWED_NETWORKS = environment.networks("METRICS_ALLOWED_NETWORKS")
 
 # The service worker (pwa/). 0 serves a worker that removes itself and the site's caches from
 # every browser that installed the real one: the way back if a deploy's worker misbehaves.
-SERVICE_WORKER_ENABLED = _env_bool("SERVICE_WORKER_ENABLED", default=True)
+SERVICE_WORKER_ENABLED = environment.boolean("SERVICE_WORKER_ENABLED", default=True)
 
 # Bearer secret for /cron/drain; unset, the endpoint does not exist (404). A guessable
 # secret would let anyone drive the drain, so a short one stops start-up.
-CRON_SECRET = os.environ.get("CRON_SECRET", "").strip()
-CRON_SECRET_MIN_LENGTH = 32
-if CRON_SECRET and len(CRON_SECRET) < CRON_SECRET_MIN_LENGTH:
-    raise ImproperlyConfigured(
-        f"CRON_SECRET has {len(CRON_SECRET)} characters; use at least "
-        f"{CRON_SECRET_MIN_LENGTH}. Generate one with: "
-        'python -c "import secrets; print(secrets.token_urlsafe(32))"'
-    )
+CRON_SECRET = environment.secret("CRON_SECRET", min_length=32)
 # How long one /cron/drain request may spend draining: below the proxy's read timeout
 # (nginx's proxy_read_timeout, 60 s in deploy/nginx.conf; a serverless host has its own), so
-# the request answers instead of being cut off.
-CRON_DRAIN_SECONDS = _env_float("CRON_DRAIN_SECONDS", default=20.0, minimum=1.0)
+# the request answers instead of being cut off. At most 50 s leaves 10 s of nginx's 60 for the
+# request's own writes.
+CRON_DRAIN_SECONDS = environment.number(
+    "CRON_DRAIN_SECONDS",
+    default=20.0,
+    minimum=1,
+    maximum=50,
+    why="a /cron/drain request must answer within nginx's 60 s proxy_read_timeout",
+)
 
 # How many reverse proxies of ours stand in front of the app. 0 (the default): the peer
 # address is the client. N: the client is the N-th address from the right of
 # X-Forwarded-For (v10r/clients.py). Never more than the proxies really there, or any client
 # could choose its own address by sending the header.
-V10R_TRUSTED_PROXIES = _env_int("V10R_TRUSTED_PROXIES", default=0, minimum=0)
+V10R_TRUSTED_PROXIES = environment.whole_number(
+    "V10R_TRUSTED_PROXIES", default=0, minimum=0, maximum=10, why="ten proxies in a row"
+)
 
 # Where this deployment runs; overrides the detection in v10r/platform.py.
-V10R_PLATFORM = os.environ.get("V10R_PLATFORM", "").strip().lower()
-if V10R_PLATFORM and V10R_PLATFORM not in platform.PLATFORMS:
-    raise ImproperlyConfigured(
-        f"V10R_PLATFORM={V10R_PLATFORM!r} is not one of: {', '.join(platform.PLATFORMS)}."
-    )
+V10R_PLATFORM = environment.choice("V10R_PLATFORM", known=platform.PLATFORMS)
 
 # --- Applications -----------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -267,6 +238,8 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Before anything that reads the body (the CSRF check reads POST).
     "v10r.middleware.RequestBodyLimitMiddleware",
+    # Outside everything that sets a cookie (sessions, CSRF, messages, views), to see them all.
+    "v10r.middleware.PrivateCookieResponsesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -301,11 +274,19 @@ TEMPLATES = [
 
 # --- Database ---------------------------------------------------------------------------------
 if DATABASE_URL:
-    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    try:
+        _db = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    except ValueError:
+        # Not the parser's message: the URL holds the password, and the parser may quote it.
+        raise SettingError(
+            "DATABASE_URL is not a database URL; use "
+            "postgres://USER:PASSWORD@HOST:PORT/NAME, or unset it for the embedded PostgreSQL."
+        ) from None
     if _db["ENGINE"] != "django.db.backends.postgresql":
         # The claim needs real row locks (FOR UPDATE SKIP LOCKED): PostgreSQL only.
-        raise ImproperlyConfigured(
-            f"DATABASE_URL must point at PostgreSQL (postgres://…), not {_db['ENGINE']}."
+        raise SettingError(
+            f"DATABASE_URL must point at PostgreSQL (postgres://…), not {_db['ENGINE']}; the "
+            "queue's claim needs its row locks."
         )
     # Django's PostgreSQL backend, plus introspection of the project's schemas.
     _db["ENGINE"] = "v10r.postgresql"
@@ -386,5 +367,6 @@ LOGIN_URL = "admin:login"
 # except the few that declare a larger limit of their own, such as the palette's server lane.
 
 LOGGING = logs.logging_config(
-    json=_env_bool("V10R_LOG_JSON", default=False), level=os.environ.get("V10R_LOG_LEVEL", "INFO")
+    json=environment.boolean("V10R_LOG_JSON", default=False),
+    level=environment.text("V10R_LOG_LEVEL", default="INFO"),
 )

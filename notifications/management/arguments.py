@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 
-def bounded(kind, *, low, high=None):
-    """An argparse type: kind(text), which must be at least low (and at most high)."""
+def bounded(kind, *, low, high):
+    """An argparse type: kind(text), a finite number from low to high."""
 
     def parse(text: str):
         noun = "a whole number" if kind is int else "a number"
@@ -14,9 +15,11 @@ def bounded(kind, *, low, high=None):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-        if not value >= low or (high is not None and value > high):
-            limit = f"from {low} to {high}" if high is not None else f"at least {low}"
-            raise argparse.ArgumentTypeError(f"{text} is out of range; use {noun} {limit}")
+        # float() reads "inf" and "nan"; neither is a duration or a count.
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range; use {noun} from {low:g} to {high:g}"
+            )
         return value
 
     return parse

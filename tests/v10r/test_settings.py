@@ -4,12 +4,19 @@ named clearly. Each case runs manage.py in a fresh process, as an operator would
 from __future__ import annotations
 
 import os
+import re
+import runpy
+import socket
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
+from notifications.checks import lease_problem
 from tests.helpers import python
+from v10r.environment import SettingError
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -41,52 +48,206 @@ def test_the_deploy_checks_bite_when_a_production_setting_is_weakened():
     assert "security.W004" in result.stderr
 
 
+def read_settings(monkeypatch, **env: str) -> dict:
+    """Run v10r/settings.py afresh under PRODUCTION and env; return its names."""
+    for name in list(os.environ):
+        if name.startswith(("DJANGO_", "V10R_", "DELIVERY_", "EMAIL_", "OUTBOX_", "CRON_")):
+            monkeypatch.delenv(name)
+    for name in ("DATABASE_URL", "METRICS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**PRODUCTION, **env}.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(BASE_DIR / "v10r" / "settings.py"))
+
+
+# Every bound of every reader: (variable, value just inside, value just outside, the words
+# the refusal must contain, what else the value needs set). The value inside is read as
+# given; the one outside is refused.
+EDGES = [
+    ("DELIVERY_BATCH_SIZE", "1", "0", "must be at least 1", {}),
+    ("DELIVERY_BATCH_SIZE", "10000", "10001", "must be at most 10000 (drain_outbox's", {}),
+    ("DELIVERY_CONCURRENCY", "1", "0", "must be at least 1", {}),
+    ("DELIVERY_CONCURRENCY", "64", "65", "must be at most 64 (drain_outbox's limit)", {}),
+    ("DELIVERY_LEASE_SECONDS", "1", "0.999", "must be at least 1", {}),
+    ("DELIVERY_LEASE_SECONDS", "86400", "86400.5", "must be at most 86400", {}),
+    ("DELIVERY_INTERVAL_SECONDS", "0.1", "0.09", "must be at least 0.1", {}),
+    ("DELIVERY_INTERVAL_SECONDS", "86400", "86401", "must be at most 86400", {}),
+    ("DELIVERY_MAX_ATTEMPTS", "1", "0", "must be at least 1", {}),
+    ("DELIVERY_MAX_ATTEMPTS", "20", "21", "must be at most 20", {}),
+    ("DELIVERY_HTTP_CONNECT_TIMEOUT", "0.1", "0.09", "must be at least 0.1", {}),
+    (
+        "DELIVERY_HTTP_CONNECT_TIMEOUT",
+        "60",
+        "60.1",
+        "must be at most 60",
+        {"DELIVERY_HTTP_TOTAL_TIMEOUT": "60"},
+    ),
+    (
+        "DELIVERY_HTTP_TOTAL_TIMEOUT",
+        "0.1",
+        "0.09",
+        "must be at least 0.1",
+        {"DELIVERY_HTTP_CONNECT_TIMEOUT": "0.1"},
+    ),
+    ("DELIVERY_HTTP_TOTAL_TIMEOUT", "300", "300.1", "must be at most 300", {}),
+    ("EMAIL_PORT", "1", "0", "must be at least 1", {}),
+    ("EMAIL_PORT", "65535", "65536", "must be at most 65535", {}),
+    ("EMAIL_TIMEOUT", "0.1", "0.09", "must be at least 0.1", {}),
+    ("EMAIL_TIMEOUT", "300", "301", "must be at most 300", {}),
+    ("CRON_DRAIN_SECONDS", "1", "0.5", "must be at least 1", {}),
+    ("CRON_DRAIN_SECONDS", "50", "50.1", "must be at most 50 (a /cron/drain request", {}),
+    ("DJANGO_HSTS_SECONDS", "0", "-1", "must be at least 0", {}),
+    ("DJANGO_HSTS_SECONDS", "63072000", "63072001", "must be at most 63072000", {}),
+    ("V10R_TRUSTED_PROXIES", "0", "-1", "must be at least 0", {}),
+    ("V10R_TRUSTED_PROXIES", "10", "11", "must be at most 10", {}),
+    ("OUTBOX_KEEP_SENT_DAYS", "1", "0", "must be at least 1", {}),
+    (
+        "OUTBOX_KEEP_SENT_DAYS",
+        "36500",
+        "36501",
+        "must be at most 36500",
+        {"OUTBOX_KEEP_FINISHED_DAYS": "36500"},
+    ),
+    (
+        "OUTBOX_KEEP_FINISHED_DAYS",
+        "1",
+        "0",
+        "must be at least 1",
+        {"OUTBOX_KEEP_SENT_DAYS": "1"},
+    ),
+    ("OUTBOX_KEEP_FINISHED_DAYS", "36500", "36501", "must be at most 36500", {}),
+    ("OUTBOX_PRUNE_BATCH", "1", "0", "must be at least 1", {}),
+    ("OUTBOX_PRUNE_BATCH", "100000", "100001", "must be at most 100000", {}),
+    ("METRICS_TOKEN", "m" * 32, "m" * 31, "METRICS_TOKEN has 31 characters; use at least 32", {}),
+    ("CRON_SECRET", "c" * 32, "c" * 31, "CRON_SECRET has 31 characters; use at least 32", {}),
+]
+
+
+def read_value(read: dict, variable: str):
+    if variable.startswith("EMAIL_"):
+        return read["MAILERS"]["default"]["OPTIONS"][variable.removeprefix("EMAIL_").lower()]
+    return read[variable.replace("DJANGO_HSTS_SECONDS", "SECURE_HSTS_SECONDS")]
+
+
+@pytest.mark.parametrize(("variable", "inside", "outside", "words", "extra"), EDGES)
+def test_each_bound_takes_the_value_just_inside_and_refuses_the_one_just_outside(
+    monkeypatch, variable, inside, outside, words, extra
+):
+    value = read_value(read_settings(monkeypatch, **extra, **{variable: inside}), variable)
+    assert value == type(value)(inside)
+    with pytest.raises(SettingError) as refused:
+        read_settings(monkeypatch, **extra, **{variable: outside})
+    message = str(refused.value)
+    assert message.startswith(variable)
+    assert words in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "ten", "1_0x"])
+@pytest.mark.parametrize(
+    "variable", ["DELIVERY_LEASE_SECONDS", "DELIVERY_INTERVAL_SECONDS", "CRON_DRAIN_SECONDS"]
+)
+def test_a_number_that_is_not_finite_or_not_a_number_is_refused(monkeypatch, variable, value):
+    with pytest.raises(SettingError, match=f"^{variable}='{value}' is not a"):
+        read_settings(monkeypatch, **{variable: value})
+
+
+def test_the_drain_settings_bounds_are_drain_outboxs_own():
+    from notifications.management.commands.drain_outbox import Command
+
+    parser = Command().create_parser("manage.py", "drain_outbox")
+    for option, variable in [
+        ("--batch-size", "DELIVERY_BATCH_SIZE"),
+        ("--concurrency", "DELIVERY_CONCURRENCY"),
+        ("--lease", "DELIVERY_LEASE_SECONDS"),
+        ("--interval", "DELIVERY_INTERVAL_SECONDS"),
+    ]:
+        edges = [(inside, outside) for name, inside, outside, *_ in EDGES if name == variable]
+        for inside, outside in edges:
+            parser.parse_args([option, inside])
+            with pytest.raises(CommandError):
+                parser.parse_args([option, outside])
+
+
+ONE_LINE_CASES = [
+    ({"DJANGO_ALLOWED_HOSTS": "v10r.example"}, "DJANGO_SECRET_KEY is required"),
+    ({**PRODUCTION, "DJANGO_DEBUG": "maybe"}, "DJANGO_DEBUG='maybe' is not a boolean"),
+    ({**PRODUCTION, "DJANGO_HSTS_SECONDS": "a year"}, "DJANGO_HSTS_SECONDS='a year' is not a"),
+    ({**PRODUCTION, "DATABASE_URL": "sqlite:///db.sqlite3"}, "DATABASE_URL must point at"),
+    ({**PRODUCTION, "DATABASE_URL": "garbage"}, "DATABASE_URL is not a database URL; use"),
+    ({**PRODUCTION, "V10R_PLATFORM": "heroku"}, "V10R_PLATFORM='heroku' is not one of"),
+    ({**PRODUCTION, "V10R_CHANNELS": "email,sms,demo"}, "V10R_CHANNELS names unknown sms"),
+    ({**PRODUCTION, "V10R_LOG_LEVEL": "loud"}, "V10R_LOG_LEVEL='loud' is not a log level"),
+    ({**PRODUCTION, "DELIVERY_LEASE_SECONDS": "inf"}, "DELIVERY_LEASE_SECONDS='inf' is not a"),
+    ({**PRODUCTION, "DELIVERY_CONCURRENCY": "0"}, "DELIVERY_CONCURRENCY='0' must be at least 1"),
+    (
+        {**PRODUCTION, "DELIVERY_CONCURRENCY": "100000"},
+        "DELIVERY_CONCURRENCY='100000' must be at most 64",
+    ),
+    ({**PRODUCTION, "EMAIL_PORT": "99999"}, "EMAIL_PORT='99999' must be at most 65535"),
+    ({**PRODUCTION, "CRON_DRAIN_SECONDS": "90"}, "CRON_DRAIN_SECONDS='90' must be at most 50"),
+    (
+        {**PRODUCTION, "DELIVERY_MAX_ATTEMPTS": "100000"},
+        "DELIVERY_MAX_ATTEMPTS='100000' must be at most 20",
+    ),
+    (
+        {**PRODUCTION, "METRICS_TOKEN": "m" * 31},
+        "METRICS_TOKEN has 31 characters; use at least 32, so it cannot be guessed. "
+        'Generate one with: python -c "import secrets; print(secrets.token_urlsafe(32))"',
+    ),
+    ({**PRODUCTION, "TELEGRAM_API_BASE_URL": "api.telegram.org"}, "is not an http(s) URL"),
+    ({**PRODUCTION, "METRICS_ALLOWED_NETWORKS": "10.0.0.0/33"}, "is not a network; use CIDR"),
+]
+
+
+def assert_one_line(result: subprocess.CompletedProcess, message: str) -> None:
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(("env", "message"), ONE_LINE_CASES)
+def test_a_bad_environment_stops_manage_py_with_one_line_naming_the_variable(env, message):
+    assert_one_line(manage("check", env=env), message)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"DJANGO_ALLOWED_HOSTS": "v10r.example"}, "DJANGO_SECRET_KEY is required"),
-        ({**PRODUCTION, "DJANGO_DEBUG": "maybe"}, "DJANGO_DEBUG='maybe' is not a boolean"),
-        (
-            {**PRODUCTION, "DJANGO_HSTS_SECONDS": "a year"},
-            "DJANGO_HSTS_SECONDS='a year' is not a whole",
-        ),
-        ({**PRODUCTION, "DJANGO_HSTS_SECONDS": "-1"}, "must be at least 0"),
-        (
-            {**PRODUCTION, "DATABASE_URL": "sqlite:///db.sqlite3"},
-            "DATABASE_URL must point at PostgreSQL",
-        ),
-        ({**PRODUCTION, "V10R_PLATFORM": "heroku"}, "V10R_PLATFORM='heroku' is not one of"),
-        ({**PRODUCTION, "CRON_SECRET": "x" * 31}, "CRON_SECRET has 31 characters; use at least 32"),
-        (
-            {**PRODUCTION, "CRON_DRAIN_SECONDS": "0.5"},
-            "CRON_DRAIN_SECONDS='0.5' must be at least 1",
-        ),
-        (
-            {**PRODUCTION, "V10R_TRUSTED_PROXIES": "one"},
-            "V10R_TRUSTED_PROXIES='one' is not a whole",
-        ),
-        (
-            {**PRODUCTION, "V10R_TRUSTED_PROXIES": "-1"},
-            "V10R_TRUSTED_PROXIES='-1' must be at least 0",
-        ),
-        (
-            {**PRODUCTION, "OUTBOX_PRUNE_BATCH": "200000"},
-            "OUTBOX_PRUNE_BATCH='200000' must be at most 100000",
-        ),
-        (
-            {**PRODUCTION, "OUTBOX_KEEP_SENT_DAYS": "1000000000"},
-            "OUTBOX_KEEP_SENT_DAYS='1000000000' must be at most 36500",
-        ),
-        (
-            {**PRODUCTION, "OUTBOX_KEEP_FINISHED_DAYS": "40000"},
-            "OUTBOX_KEEP_FINISHED_DAYS='40000' must be at most 36500",
-        ),
+        ({**PRODUCTION, "DELIVERY_LEASE_SECONDS": "inf"}, "DELIVERY_LEASE_SECONDS='inf' is not"),
+        ({**PRODUCTION, "DATABASE_URL": "garbage"}, "DATABASE_URL is not a database URL"),
     ],
 )
-def test_a_bad_environment_stops_start_up_with_a_message_naming_the_variable(env, message):
-    result = manage("check", env=env)
-    assert result.returncode != 0
-    assert message in result.stderr
+def test_a_bad_environment_stops_drain_outbox_with_one_line(env, message):
+    assert_one_line(manage("drain_outbox", "--once", env=env), message)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [case for case in ONE_LINE_CASES if set(case[0]) & {"DJANGO_DEBUG", "DATABASE_URL"}]
+    + [case for case in ONE_LINE_CASES if "DELIVERY_LEASE_SECONDS" in case[0]],
+)
+def test_a_bad_environment_stops_gunicorn_with_one_line_before_it_listens(env, message):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "V10R_"))}
+    clean.pop("DATABASE_URL", None)
+    result = subprocess.run(
+        [str(BASE_DIR / ".venv" / "bin" / "gunicorn"), "-c", "deploy/gunicorn.conf.py"]
+        + ["v10r.wsgi"],
+        cwd=BASE_DIR,
+        env={**clean, **env, "GUNICORN_BIND": f"127.0.0.1:{free_port()}", "WEB_CONCURRENCY": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line(result, message)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def test_a_cron_secret_of_32_characters_is_accepted():
@@ -97,3 +258,30 @@ def test_a_cron_secret_of_32_characters_is_accepted():
 def test_debug_needs_no_other_variable():
     result = manage("check", env={"DJANGO_DEBUG": "1"})
     assert result.returncode == 0, result.stderr
+
+
+def test_a_lease_too_short_for_a_batch_names_the_shortest_lease_that_would_do():
+    result = manage("check", env={**PRODUCTION, "DELIVERY_LEASE_SECONDS": "10"})
+    assert result.returncode != 0
+    shortest = re.search(r"Set DELIVERY_LEASE_SECONDS=(\d+) or more", result.stderr)
+    assert shortest, result.stderr
+    enough = {**PRODUCTION, "DELIVERY_LEASE_SECONDS": shortest[1]}
+    assert manage("check", env=enough).returncode == 0
+    short = {**PRODUCTION, "DELIVERY_LEASE_SECONDS": str(int(shortest[1]) - 1)}
+    assert "notifications.E001" in manage("check", env=short).stderr
+
+
+def test_drain_outbox_refuses_a_short_lease_naming_the_option_that_fixes_it():
+    with pytest.raises(CommandError) as refused:
+        call_command("drain_outbox", "--once", "--lease=10", "--batch-size=100", skip_checks=True)
+    shortest = re.search(
+        r"Use --lease (\d+) or more, or a smaller --batch-size", str(refused.value)
+    )
+    assert shortest, refused.value
+    assert (
+        lease_problem(lease=timedelta(seconds=int(shortest[1])), batch_size=100, concurrency=16)
+        is None
+    )
+    assert lease_problem(
+        lease=timedelta(seconds=int(shortest[1]) - 1), batch_size=100, concurrency=16
+    )

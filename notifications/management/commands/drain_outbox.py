@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from notifications import heartbeat
-from notifications.checks import lease_problem
+from notifications.checks import lease_problem, shortest_lease
 from notifications.drain import Policy
 from notifications.management.arguments import bounded
 from notifications.worker import Worker
@@ -60,7 +60,11 @@ class Command(BaseCommand):
         )
         problem = lease_problem(lease=policy.lease, batch_size=batch_size, concurrency=concurrency)
         if problem:
-            raise CommandError(problem)
+            shortest = shortest_lease(batch_size=batch_size, concurrency=concurrency)
+            raise CommandError(
+                f"{problem} Use --lease {shortest} or more, or a smaller --batch-size or a "
+                "larger --concurrency."
+            )
         # The drain analyses no images, but warming here writes Numba's on-disk cache: web
         # processes started after it on this host load the palette loops, not compile them.
         palette.warm()

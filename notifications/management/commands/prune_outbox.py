@@ -46,8 +46,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-seconds",
-            type=bounded(float, low=0.1),
-            help="Stop after this long; the next run carries on where this one stopped.",
+            type=bounded(float, low=0.1, high=86_400),
+            help="Stop after this long (at most a day); the next run carries on where this "
+            "one stopped.",
         )
 
     def handle(self, *args, dry_run, sent_days, finished_days, batch, pause, max_seconds, **_):
