@@ -14,12 +14,28 @@ let flushed = false;
 // Install: keep every hashed file the public pages load, and the offline page in each
 // language, before this version may take over. A new version waits until the page says
 // SKIP_WAITING (the visitor chose to reload), so one page never runs two versions' files.
+// Not cache.addAll: it keeps any 200, and what is kept here must pass the same policy as
+// what is kept later. As with addAll, one file that cannot be fetched fails the install,
+// and nothing is kept until every one has come.
 self.addEventListener("install", (event) => {
   const urls = [...CONFIG.precache, ...Object.values(CONFIG.offline)];
   event.waitUntil(
-    caches
-      .open(CACHE)
-      .then((cache) => cache.addAll(urls.map((url) => new Request(url, { cache: "reload" })))),
+    (async () => {
+      const fetched = await Promise.all(
+        urls.map(async (url) => {
+          const request = new Request(url, { cache: "reload" });
+          const response = await fetch(request);
+          if (!response.ok) throw new TypeError(`${url} answered ${response.status}`);
+          return [request, response];
+        }),
+      );
+      const cache = await caches.open(CACHE);
+      await Promise.all(
+        fetched
+          .filter(([, response]) => policy.mayCache(response))
+          .map(([request, response]) => cache.put(request, response)),
+      );
+    })(),
   );
 });
 

@@ -1,10 +1,12 @@
-"""Refuse a request body by its declared size before anything reads it.
+"""Two middlewares: request bodies refused by their declared size, and responses that set a
+cookie marked private.
 
-Django's CSRF check reads `request.POST`, which parses (and spools to disk) the whole body, so
-a limit inside a view comes too late: a 1 GB upload would already sit in a temporary file.
-This middleware runs before it and answers 413 from the Content-Length alone. Every view gets
-DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB by default); a view that takes larger uploads
-says so with `@body_limit(max_bytes=…)`, and may word the refusal its own way.
+Request bodies: Django's CSRF check reads `request.POST`, which parses (and spools to disk)
+the whole body, so a limit inside a view comes too late: a 1 GB upload would already sit in a
+temporary file. RequestBodyLimitMiddleware runs before it and answers 413 from the
+Content-Length alone. Every view gets DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB by
+default); a view that takes larger uploads says so with `@body_limit(max_bytes=…)`, and may
+word the refusal its own way.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import JsonResponse
+from django.utils.cache import patch_cache_control
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
@@ -59,3 +62,24 @@ class RequestBodyLimitMiddleware:
             return None
         text = message() if message else _default_message(limit)
         return JsonResponse({"error": text}, status=413)
+
+
+class PrivateCookieResponsesMiddleware:
+    """Mark every response that sets a cookie `Cache-Control: private, no-store`.
+
+    No script may read Set-Cookie: the Fetch standard takes it out of every response a page
+    or a service worker is handed. A cache in the browser (the service worker's) cannot tell
+    such a response from a shared one by its cookie, then, but it can read Cache-Control. So
+    the server says it here, once for every view, and the worker's policy keeps nothing that
+    says private or no-store. A response that sets a cookie is one visitor's (a CSRF token,
+    a session) and must not be kept by any shared cache either, as RFC 9111 has it.
+    """
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.cookies:
+            patch_cache_control(response, private=True, no_store=True)
+        return response

@@ -43,14 +43,16 @@ const V10rPolicy = (() => {
     return HASHED.test(pathname);
   }
 
-  // Whether a network response may go into the cache: a complete 200 from this origin that
-  // carries no cookie and no instruction against storing it.
+  // Whether a network response may go into the cache: a complete 200 from this origin with no
+  // instruction against storing it. Decided on what a worker can read: Set-Cookie never is
+  // (fetch() takes it out of every response it hands a script), so a response that sets a
+  // cookie is known by the `private, no-store` the server adds to every such response
+  // (v10r/middleware.py).
   // response: { ok, status, type, redirected, headers }.
   function mayCache(response) {
     if (!response || !response.ok || response.status !== 200) return false;
     if (response.type !== "basic" || response.redirected) return false;
     const headers = response.headers;
-    if (headers.has("Set-Cookie")) return false;
     const control = (headers.get("Cache-Control") || "").toLowerCase();
     if (/(^|[\s,])(no-store|private)([\s,=]|$)/.test(control)) return false;
     if ((headers.get("Vary") || "").trim() === "*") return false;

@@ -3,12 +3,14 @@ install and control, offline, the cache, FLUSH, the update prompt, the kill swit
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
 
 from pwa import precache, views
 from tests.browser.conftest import CHROMIUM_ARGS, chromium_path, csp_violations, log_in
+from tests.urls import WITH_COOKIE, WITHOUT_COOKIE
 
 pytestmark = pytest.mark.browser
 
@@ -170,6 +172,74 @@ def test_a_hashed_file_comes_from_the_cache_and_pages_never_do(site, page):
             page.goto(site.url + "/admin/login/")
     finally:
         page.context.set_offline(False)
+
+
+@pytest.fixture
+def probes(settings):
+    """Two hashed-looking static names served by Django: one sets a cookie, one does not."""
+    settings.ROOT_URLCONF = "tests.urls"
+
+
+def test_a_response_that_sets_a_cookie_is_never_kept(site, page, probes):
+    controlled(page, site)
+    responses = []
+    page.on("response", lambda response: responses.append(response))
+    page.evaluate(
+        "async (urls) => { for (const url of urls) await (await fetch(url)).text(); }",
+        [WITH_COOKIE, WITHOUT_COOKIE],
+    )
+    # Both went through the worker's cache-first path, and the page got the cookie...
+    through = {r.url.removeprefix(site.url): r.from_service_worker for r in responses}
+    assert through == {WITH_COOKIE: True, WITHOUT_COOKIE: True}
+    assert "probe=1" in page.evaluate("document.cookie")
+    # ...but only the twin without one was kept (kept in order: the first is settled by then).
+    page.wait_for_function(
+        "async (url) => !!(await caches.match(url))", arg=WITHOUT_COOKIE, polling=100
+    )
+    assert WITH_COOKIE not in cached_urls(page)
+
+
+def test_the_worker_never_sees_set_cookie_and_decides_on_cache_control(site, page, probes):
+    controlled(page, site)
+    (worker,) = page.context.service_workers
+    seen = worker.evaluate(
+        """async (urls) => {
+            const seen = {};
+            for (const url of urls) {
+                const response = await fetch(url);
+                seen[url] = {
+                    setCookie: response.headers.get("Set-Cookie"),
+                    cacheControl: response.headers.get("Cache-Control"),
+                    mayCache: self.V10rPolicy.mayCache(response),
+                };
+            }
+            return seen;
+        }""",
+        [WITH_COOKIE, WITHOUT_COOKIE],
+    )
+    # Set-Cookie is taken out of what fetch() hands a worker: a rule on it could never fire.
+    assert seen[WITH_COOKIE]["setCookie"] is None
+    assert {"private", "no-store"} <= {
+        d.strip() for d in seen[WITH_COOKIE]["cacheControl"].split(",")
+    }
+    assert seen[WITH_COOKIE]["mayCache"] is False
+    assert seen[WITHOUT_COOKIE] == {
+        "setCookie": None,
+        "cacheControl": "max-age=315360000, public, immutable",
+        "mayCache": True,
+    }
+
+
+def test_the_install_keeps_only_what_the_policy_may_keep(site, page, probes, monkeypatch):
+    real = precache.worker_config()
+    listed = {**real, "precache": [*real["precache"], WITH_COOKIE, WITHOUT_COOKIE]}
+    # Cached, as the real one is (fresh_worker clears it).
+    monkeypatch.setattr(precache, "worker_config", functools.cache(lambda: listed))
+    controlled(page, site)
+    urls = cached_urls(page)
+    assert WITHOUT_COOKIE in urls
+    assert WITH_COOKIE not in urls
+    assert set(urls) == set(real["precache"]) | set(real["offline"].values()) | {WITHOUT_COOKIE}
 
 
 def test_logging_out_of_the_admin_flushes_the_caches(site, page, django_user_model):

@@ -96,7 +96,12 @@ describe("mayCache: which responses may be kept", () => {
     ["an opaque (cross-origin, no-cors) response", response({ type: "opaque" }), false],
     ["a CORS response from elsewhere", response({ type: "cors" }), false],
     ["a redirected response", response({ redirected: true }), false],
-    ["one that sets a cookie", response({ headers: { "Set-Cookie": "sessionid=1" } }), false],
+    // What a worker is handed for a response that set a cookie: no Set-Cookie (fetch() takes
+    // it out), and the Cache-Control the server adds to every such response.
+    ["one that set a cookie, as a worker sees it", response({ headers: { "Cache-Control": "private, no-store" } }), false],
+    // Node's Headers, unlike a browser's fetch(), shows Set-Cookie; the policy does not read it.
+    ["Set-Cookie alone, which no browser shows a worker", response({ headers: { "Set-Cookie": "sessionid=1" } }), true],
+    ["no-store with a max-age", response({ headers: { "Cache-Control": "max-age=60, no-store" } }), false],
     ["no-store", response({ headers: { "Cache-Control": "no-store" } }), false],
     ["private", response({ headers: { "Cache-Control": "private, max-age=60" } }), false],
     ["PRIVATE in capitals", response({ headers: { "Cache-Control": "max-age=60, PRIVATE" } }), false],
