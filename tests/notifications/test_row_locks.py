@@ -8,6 +8,7 @@ that timeout instead of hanging the suite.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -42,14 +43,14 @@ def age_notifications(ids: list[int], *, days: float) -> None:
 
 @dataclass(frozen=True)
 class Case:
-    """Rows made by setup(user) -> (their keys, the table, its key column); run() processes
-    them; left(keys) are the keys still waiting to be processed."""
+    """One statement: setup(user) makes three rows it would process and returns their keys
+    (column of table), run() runs it, left(keys) says which of them it has not processed."""
 
-    setup: object
+    setup: Callable[[object], list]
     table: str
     column: str
-    run: object
-    left: object
+    run: Callable[[], object]
+    left: Callable[[list], set]
 
 
 def pending_left(ids):
@@ -145,7 +146,7 @@ def test_a_row_locked_by_another_open_transaction_is_skipped_without_waiting(
     case, other_connection, user
 ):
     keys = case.setup(user)
-    locked, *free = keys
+    locked = keys[0]
     with other_connection.transaction():
         other_connection.execute(
             f"SELECT 1 FROM {case.table} WHERE {case.column} = %s FOR UPDATE", [locked]
