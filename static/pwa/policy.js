@@ -55,7 +55,10 @@ const V10rPolicy = (() => {
     const headers = response.headers;
     const control = (headers.get("Cache-Control") || "").toLowerCase();
     if (/(^|[\s,])(no-store|private)([\s,=]|$)/.test(control)) return false;
-    if ((headers.get("Vary") || "").trim() === "*") return false;
+    // Vary: Cookie (Django's mark on whatever read the session) is one visitor's answer, and
+    // the worker matches with ignoreVary: kept, it would be handed to anyone.
+    const vary = (headers.get("Vary") || "").split(",").map((name) => name.trim().toLowerCase());
+    if (vary.includes("*") || vary.includes("cookie")) return false;
     return true;
   }
 

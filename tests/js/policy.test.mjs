@@ -110,6 +110,10 @@ describe("mayCache: which responses may be kept", () => {
     ["a directive that merely contains 'private'", response({ headers: { "Cache-Control": "x-notprivate" } }), true],
     ["Vary: *", response({ headers: { Vary: "*" } }), false],
     ["Vary: Accept-Encoding", response({ headers: { Vary: "Accept-Encoding" } }), true],
+    ["Vary: Cookie (it read the session)", response({ headers: { Vary: "Cookie" } }), false],
+    ["Vary: Accept-Language, cookie", response({ headers: { Vary: "Accept-Language, cookie" } }), false],
+    ["Vary: *, among others", response({ headers: { Vary: "Accept-Encoding, *" } }), false],
+    ["Vary: a name that merely contains Cookie", response({ headers: { Vary: "X-Cookie-Consent" } }), true],
     ["no response at all", undefined, false],
   ];
   for (const [name, given, expected] of rows) {
