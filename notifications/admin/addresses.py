@@ -118,8 +118,11 @@ class WebhookSecretInline(admin.StackedInline):
 
 @admin.register(ChannelAddress)
 class ChannelAddressAdmin(Worded, admin.ModelAdmin):
-    list_title = _("Select a channel address to change")
-    view_title = _("Change channel address")
+    list_title = _("Select a channel address to view")
+    view_title = _("View channel address")
+    change_list_title = _("Select a channel address to change")
+    change_title = _("Change channel address")
+    add_title = _("Add channel address")
     search_title = _("Search channel addresses")
     counted = ngettext_lazy("%(number)s channel address", "%(number)s channel addresses", "count")
     select_all = _("Select all %(number)s channel addresses")
@@ -173,12 +176,6 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return admin.ModelAdmin.has_change_permission(self, request, obj)
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        title = self.view_title if object_id else _("Add channel address")
-        return admin.ModelAdmin.changeform_view(
-            self, request, object_id, form_url, {"title": title, **(extra_context or {})}
-        )
 
     @admin.display(description=_("active"), boolean=False)
     def state(self, obj):

@@ -46,10 +46,12 @@ class ChangeList(main.ChangeList):
 class Worded:
     """A ModelAdmin mixin: the titles and counts come from the admin's own sentences.
 
-    An admin sets list_title (its changelist's heading), view_title (a change page's: these
-    lists are read-only), search_title, counted (an ngettext_lazy keyed on "count" whose text
-    takes the formatted %(number)s) and select_all (shown only when the rows fill more than one
-    page, so always a plural; the translations avoid agreeing with the number).
+    An admin sets list_title (its changelist's heading), view_title (a change page's, as
+    read-only), search_title, counted (an ngettext_lazy keyed on "count" whose text takes the
+    formatted %(number)s) and select_all (shown only when the rows fill more than one page, so
+    always a plural; the translations avoid agreeing with the number). An admin whose rows
+    staff may edit also sets change_list_title, change_title and add_title: those are shown to
+    whoever may change (or add) rows, the view titles to whoever may only look.
     """
 
     list_title: str
@@ -57,17 +59,29 @@ class Worded:
     search_title: str
     counted: str
     select_all: str
+    change_list_title: str | None = None
+    change_title: str | None = None
+    add_title: str | None = None
 
     def get_changelist(self, request, **kwargs):
         return ChangeList
 
     def changelist_title(self, request) -> str:
+        if self.change_list_title and self.has_change_permission(request):
+            return self.change_list_title
         return self.list_title
+
+    def changeform_title(self, request, object_id) -> str:
+        if object_id is None:
+            return self.add_title or self.view_title
+        if self.change_title and self.has_change_permission(request):
+            return self.change_title
+        return self.view_title
 
     def changelist_view(self, request, extra_context=None):
         context = {"title": self.changelist_title(request), **(extra_context or {})}
         return super().changelist_view(request, context)
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        context = {"title": self.view_title, **(extra_context or {})}
+        context = {"title": self.changeform_title(request, object_id), **(extra_context or {})}
         return super().changeform_view(request, object_id, form_url, context)
