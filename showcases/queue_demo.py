@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from notifications import backoff
 from notifications.enqueue import send_notification
@@ -145,10 +146,11 @@ def explain(delivery: NotificationDelivery, *, loop: LoopStatus, max_attempts: i
             "reason": _reason(delivery),
         }
     if shown == ShownStatus.DEAD:
-        return _("Given up after %(n)d failed sends: %(reason)s.") % {
-            "n": sends,
-            "reason": _reason(delivery),
-        }
+        return ngettext(
+            "Given up after %(n)d failed send: %(reason)s.",
+            "Given up after %(n)d failed sends: %(reason)s.",
+            sends,
+        ) % {"n": sends, "reason": _reason(delivery)}
     # Retrying: say what failed, when the next send is, and when the budget runs out.
     failed = _("Send %(n)d of %(max)d failed: %(reason)s.") % {
         "n": sends,

@@ -148,6 +148,10 @@ def _demo_messages() -> dict:
             "The two browser lanes ran at different work sizes; run both at the same size to "
             "compare them."
         ),
+        # The indicator's counter, in words for its number.
+        "framesDrawn": _plural_forms(
+            lambda count: ngettext("{count} frame drawn", "{count} frames drawn", count)
+        ),
     }
 
 

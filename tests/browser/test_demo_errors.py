@@ -37,7 +37,7 @@ MESSAGES = {
     },
     "memory": {
         "en": "The browser ran out of memory for this photo. Try the 720 px work size.",
-        "ru": "Браузеру не хватило памяти для этого фото. Попробуйте объём работы 720 px.",
+        "ru": "Браузеру не хватило памяти для этого фото. Попробуйте объём работы 720 пкс.",
     },
     "worker load": {
         "en": "The worker could not start, so nothing ran. Reload the page and try again.",

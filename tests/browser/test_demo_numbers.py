@@ -26,7 +26,7 @@ MS = {
 # The 600 × 400 noise PNG below is about 700 KB: 0.7 MB.
 CAPTION = {
     "en": re.compile(r"^600 × 400 px, 0\.\d MB$"),
-    "ru": re.compile(r"^600 × 400 px, 0,\d МБ$"),
+    "ru": re.compile(r"^600 × 400 пкс, 0,\d МБ$"),
     "de": re.compile(r"^600 × 400 px, 0,\d MB$"),
 }
 PERCENT = {

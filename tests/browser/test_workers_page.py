@@ -231,9 +231,9 @@ def test_with_reduced_motion_the_dot_stays_still_and_the_frame_counter_runs(site
     try:
         tab.goto(site.url + PAGE)
         tab.wait_for_selector("#palette-demo[data-ready=true]")
-        first = int(tab.text_content("[data-frames]"))
+        first = int(tab.get_attribute("[data-frames]", "data-count"))
         tab.wait_for_function(
-            "(n) => Number(document.querySelector('[data-frames]').textContent) > n",
+            "(n) => Number(document.querySelector('[data-frames]').dataset.count) > n",
             arg=first + 5,
         )
         assert tab.eval_on_selector("[data-pulse]", "el => el.style.transform") == ""

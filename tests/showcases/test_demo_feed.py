@@ -113,3 +113,22 @@ def test_the_note_is_in_the_visitors_language():
         text = note(row(notification))
     assert text.startswith("Отправка 1 из 5 не удалась"), text
     assert "мин" in text
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("en", "Given up after 1 failed send: as you asked, the demo channel refused it."),
+        ("ru", "Попытки исчерпаны после 1 неудачной отправки: как вы и просили"),
+        ("de", "Aufgegeben nach 1 gescheitertem Versuch:"),
+    ],
+)
+def test_a_row_given_up_after_one_send_says_send_in_the_singular(settings, language, said):
+    settings.DELIVERY_MAX_ATTEMPTS = 1
+    notification = queue_demo.enqueue(label="demo #1", fail=True)
+    worker.drain_once()
+    delivery = row(notification)
+    assert delivery.shown_status == "dead"
+    with translation.override(language):
+        text = queue_demo.explain(delivery, loop=loop(), max_attempts=1)
+    assert text.startswith(said), text

@@ -349,7 +349,7 @@ def test_the_service_worker_row_says_what_the_registered_worker_does(client, pre
     ("prefix", "says", "not_any_more"),
     [
         ("", "always on a 720 px copy whatever the work size", "Both lanes of the demo"),
-        ("/ru", "всегда на копии размером 720 px", "Обе дорожки демо"),
+        ("/ru", "всегда на копии размером 720 пкс", "Обе дорожки демо"),
         ("/de", "immer auf einer 720-px-Kopie", "Beide Bahnen der Demo"),
     ],
 )

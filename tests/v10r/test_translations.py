@@ -3,6 +3,7 @@ fail when a .po file and its .mo disagree, or when a catalogue has a gap."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polib
@@ -31,3 +32,33 @@ def test_every_message_is_translated_and_none_is_fuzzy(po_path):
     po = polib.pofile(str(po_path))
     gaps = [e.msgid for e in po if not e.obsolete and (not e.translated() or "fuzzy" in e.flags)]
     assert gaps == []
+
+
+# The drain loop has one name in each language: German had four (Drain-Loop, Versandschleife,
+# Drain-Schleife and a bare Schleife), which read as four different things. The name as a
+# pattern, for Russian's cases ("цикла обработки").
+LOOP_NAMES = {
+    "de": (r"versandschleife", ("drain-loop", "drain-schleife", "drain loop", "schleife")),
+    "ru": (r"цикл\w* обработки", ("drain-loop", "drain-schleife", "versandschleife", "schleife")),
+}
+
+
+@pytest.mark.parametrize("language", sorted(LOOP_NAMES))
+def test_the_drain_loop_has_one_name_in_every_message(language):
+    chosen, others = LOOP_NAMES[language]
+    po = polib.pofile(str(Path(settings.BASE_DIR, "locale", language, "LC_MESSAGES/django.po")))
+    unnamed, misnamed = [], []
+    for entry in po:
+        if entry.obsolete:
+            continue
+        for text in [entry.msgstr, *entry.msgstr_plural.values()]:
+            # Every other name is gone once the chosen one is taken out of the text.
+            rest = re.sub(chosen, "", text.lower())
+            if any(other in rest for other in others):
+                misnamed.append(text)
+            # Every message about a (drain) loop uses the chosen name.
+            about_loop = re.search(r"\bloop\b", entry.msgid, re.IGNORECASE)
+            if about_loop and not re.search(chosen, text.lower()):
+                unnamed.append((entry.msgid, text))
+    assert misnamed == []
+    assert unnamed == []

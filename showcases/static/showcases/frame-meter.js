@@ -7,8 +7,8 @@ const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
 let lastFrame = performance.now();
 let longestFrame = 0;
 
-// pulse: the travelling dot; frames: the element that shows the frame count.
-export function startIndicator({ pulse, frames }) {
+// pulse: the travelling dot; showFrames(count): shows the frames drawn so far, in words.
+export function startIndicator({ pulse, showFrames }) {
   let travel = 0;
   const measureTravel = () => {
     travel = pulse.parentElement.clientWidth - pulse.offsetWidth - 24;
@@ -21,7 +21,7 @@ export function startIndicator({ pulse, frames }) {
     longestFrame = Math.max(longestFrame, now - lastFrame);
     lastFrame = now;
     frameCount += 1;
-    frames.textContent = String(frameCount);
+    showFrames(frameCount);
     if (!reducedMotion.matches) {
       const phase = (now / 1200) % 2;
       const position = phase < 1 ? phase : 2 - phase;

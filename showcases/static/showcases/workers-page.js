@@ -30,7 +30,16 @@ const state = {
   results: {}, // lane -> { longestFrame, maxEdge }
 };
 
-startIndicator({ pulse: $("[data-pulse]"), frames: $("[data-frames]") });
+const frameCounter = $("[data-frames]");
+startIndicator({
+  pulse: $("[data-pulse]"),
+  showFrames(count) {
+    frameCounter.dataset.count = String(count);
+    frameCounter.textContent = format(numbers.plural(text.framesDrawn, count), {
+      count: numbers.count(count),
+    });
+  },
+});
 
 // Two frames: the first callback runs before the next paint, the second after it, so whatever
 // the page changed before this is on screen when it resolves.
