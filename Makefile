@@ -5,10 +5,15 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test lint bench db-stop messages
 
+# The site's port and the SMTP sink's: make run PORT=8001 SMTP_PORT=1026
+PORT ?= 8000
+SMTP_PORT ?= 1025
+
+# rundev runs the system checks once for all its processes; migrate need not print them first.
 run: export DJANGO_DEBUG := 1
 run: $(VENV)/.installed
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py rundev
+	$(PY) manage.py migrate --noinput --skip-checks
+	$(PY) manage.py rundev --port $(PORT) --smtp-port $(SMTP_PORT)
 
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

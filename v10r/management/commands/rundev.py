@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -10,42 +12,83 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-DEV_SMTP_PORT = 1025
+from notifications.management.arguments import bounded
+
+HOST = "127.0.0.1"
+
+
+def refuse_taken(*, port: int, what: str, variable: str) -> None:
+    """Raise CommandError, naming the port and how to pick another, when port is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the servers bind: a port left in TIME_WAIT by the last run is free to them.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port))
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            raise CommandError(
+                f"Port {port} ({what}) is taken by another process; stop it, or choose "
+                f"another port: make run {variable}={port + 1}"
+            ) from None
 
 
 class Command(BaseCommand):
     help = (
         "Development: the web server, the drain loop and a local SMTP sink that prints every "
-        "email, in one foreground command. Ctrl-C stops all three."
+        "email, in one foreground command. Ctrl-C stops all three. The system checks run "
+        "once, here, not again in each process."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--port",
+            type=bounded(int, low=1, high=65_535),
+            default=8000,
+            help="The web server's port on 127.0.0.1 (default %(default)s).",
+        )
+        parser.add_argument(
+            "--smtp-port",
+            type=bounded(int, low=1, high=65_535),
+            default=1025,
+            help="The SMTP sink's port on 127.0.0.1, when EMAIL_HOST is unset "
+            "(default %(default)s).",
+        )
 
-    def handle(self, *args, addrport, **options):
+    def handle(self, *args, port, smtp_port, **options):
         if not settings.DEBUG:
             raise CommandError("rundev is for development; run it with DJANGO_DEBUG=1.")
+        sink = "EMAIL_HOST" not in os.environ
+        refuse_taken(port=port, what="the web server", variable="PORT")
+        if sink:
+            if smtp_port == port:
+                raise CommandError(
+                    f"The web server and the SMTP sink cannot share port {port}; choose "
+                    f"another: make run SMTP_PORT={port + 1}"
+                )
+            refuse_taken(port=smtp_port, what="the SMTP sink", variable="SMTP_PORT")
         call_command("ensure_dev_superuser")
         call_command("seed_demo")
 
         env = os.environ.copy()
+        # This command ran the checks before it started: the children need not print every
+        # warning again.
         commands = {
-            "web": [sys.executable, "manage.py", "runserver", addrport],
-            "drain": [sys.executable, "manage.py", "drain_outbox"],
+            "web": [
+                sys.executable,
+                "manage.py",
+                "runserver",
+                "--skip-checks",
+                f"{HOST}:{port}",
+            ],
+            "drain": [sys.executable, "manage.py", "drain_outbox", "--skip-checks"],
         }
-        if "EMAIL_HOST" not in os.environ:
+        if sink:
             # Nobody configured a mail server: catch mail locally and print it, so the
             # queue's email deliveries really happen.
-            env |= {"EMAIL_HOST": "127.0.0.1", "EMAIL_PORT": str(DEV_SMTP_PORT)}
-            commands["smtp"] = [
-                sys.executable,
-                "-m",
-                "aiosmtpd",
-                "-n",
-                "-l",
-                f"127.0.0.1:{DEV_SMTP_PORT}",
-            ]
-            self.stdout.write(f"Email goes to a local sink on port {DEV_SMTP_PORT}, printed here.")
+            env |= {"EMAIL_HOST": HOST, "EMAIL_PORT": str(smtp_port)}
+            commands["smtp"] = [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"{HOST}:{smtp_port}"]
+            self.stdout.write(f"Email goes to a local sink on port {smtp_port}, printed here.")
 
         children = {
             name: subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
