@@ -74,6 +74,19 @@ def _demo_messages() -> dict:
             "The browser can no longer read this file (was it moved or changed?). Choose it again."
         ),
         "sampleFailed": _("The sample photo could not be loaded. Reload the page and try again."),
+        # While a photo is fetched or read, before its preview.
+        "loadingSample": _("Loading the sample photo…"),
+        "reading": _("Reading the photo…"),
+        # What the server lane would refuse, said on choosing, before anything is uploaded.
+        "serverFileTooLarge": _(
+            "This file is {size}; the server lane takes files up to {limit}, so it stays off. "
+            "The two browser lanes can still run it."
+        ),
+        "serverTooManyPixels": _(
+            "This photo has {megapixels} million pixels; the server lane takes at most {limit} "
+            "million, so it stays off. Scale the photo down to {limit} megapixels or fewer to "
+            "run it there; the two browser lanes can run it as it is."
+        ),
         # While a lane runs.
         "working": {
             "main": _("Working… the page freezes until the main thread is done."),
@@ -100,6 +113,10 @@ def _demo_messages() -> dict:
         ),
         "serverUnreachable": _(
             "The server could not be reached. Check the connection and try again."
+        ),
+        "serverTooLarge": _(
+            "The server refused the photo as too large: the server lane takes files up to "
+            "{limit}. The two browser lanes can still run it."
         ),
         "serverStatus": _(
             "The server answered with an error ({status}) and no explanation. Try again later."
@@ -159,6 +176,8 @@ def _page_context(request) -> dict:
     return {
         "demo_messages": _demo_messages(),
         "queue_messages": _queue_messages(),
+        # The server lane's limits, for the page to refuse a photo before uploading it.
+        "server_limits": {"bytes": analysis.MAX_BYTES, "pixels": analysis.MAX_PIXELS},
         "claim_sql": outbox.CLAIM_SQL,
         "policy": {
             "batch_size": settings.DELIVERY_BATCH_SIZE,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
+import zlib
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -206,4 +209,100 @@ def test_the_server_tells_an_empty_upload_from_no_upload(site, page, language, e
     open_demo(page, site, PREFIX[language] + PAGE)
     assert page.evaluate(POST_TO_SERVER, True) == [400, empty]
     assert page.evaluate(POST_TO_SERVER, False) == [400, missing]
+    assert csp_violations(page) == []
+
+
+def padded_png(path: str, *, size: int) -> bytes:
+    """The PNG at path, grown to size bytes by private chunks decoders skip: a photo every
+    browser still reads, as large as asked."""
+    data = Path(path).read_bytes()
+    kind = b"prVt"
+    left = size - len(data)
+    chunks = []
+    while left:
+        # Decoders cap one chunk's size (libpng's default is 8 MB): pad with many.
+        body = b"\0" * (min(left, 2**20) - 12)
+        chunks.append(struct.pack(">I", len(body)) + kind + body)
+        chunks.append(struct.pack(">I", zlib.crc32(kind + body)))
+        left -= len(body) + 12
+    # After the signature (8 bytes) and IHDR (25).
+    return data[:33] + b"".join(chunks) + data[33:]
+
+
+TOO_BIG_FOR_THE_SERVER = {
+    "en": (
+        "This file is 23.4 MB; the server lane takes files up to 20 MB, so it stays off. The "
+        "two browser lanes can still run it."
+    ),
+    "de": (
+        "Diese Datei ist 23,4 MB groß; die Server-Bahn nimmt Dateien bis 20 MB, deshalb bleibt "
+        "sie aus. Die beiden Browser-Bahnen können sie trotzdem verarbeiten."
+    ),
+}
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_a_file_over_the_servers_byte_limit_turns_only_the_server_lane_off_saying_why(
+    site, page, small_png, language
+):
+    open_demo(page, site, {"en": "", "de": "/de"}[language] + PAGE)
+    page.set_input_files(
+        "#demo-file",
+        files=[
+            {
+                "name": "large.png",
+                "mimeType": "image/png",
+                "buffer": padded_png(small_png, size=round(23.4 * 2**20)),
+            }
+        ],
+    )
+    page.wait_for_function(
+        "() => document.querySelector('[data-preview-caption]').textContent.startsWith('80 × 60')"
+    )
+    disabled = page.eval_on_selector_all("[data-run]", "(bs) => bs.map((b) => b.disabled)")
+    assert disabled == [False, False, True]
+    refusal_note = page.text_content("[data-server-refusal]").replace("\u202f", " ")
+    assert refusal_note.replace("\xa0", " ") == TOO_BIG_FOR_THE_SERVER[language]
+    assert page.get_attribute("[data-run=server]", "aria-describedby") == "server-refusal"
+    assert page.is_hidden("[data-error]")
+    # The browser lanes still take it.
+    page.click("[data-run=main]")
+    page.wait_for_selector("[data-lane=main][data-done=true]", timeout=60_000)
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    assert page.eval_on_selector("[data-run=server]", "(b) => b.disabled")
+    # The next photo, within the limit, turns the server lane back on.
+    page.set_input_files("#demo-file", small_png)
+    page.wait_for_selector("[data-run=server]:not([disabled])")
+    assert page.is_hidden("[data-server-refusal]")
+    assert csp_violations(page) == []
+
+
+def test_a_sample_arriving_after_another_photo_was_chosen_is_dropped(site, page, small_png):
+    open_demo(page, site)
+    held = []
+    page.route("**/workers/sample.jpg", lambda route: held.append(route))
+    page.click("[data-sample]")
+    # Said at once, while the sample is still on its way.
+    assert page.text_content("[data-preview-status]") == "Loading the sample photo…"
+    assert page.is_visible("[data-preview-status]")
+    page.set_input_files("#demo-file", small_png)
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    assert len(held) == 1
+    with page.expect_event("requestfinished"):
+        held[0].continue_()
+    # Time for the page to have read the sample's body and done what it does with it.
+    page.evaluate(
+        """() => new Promise((resolve) => {
+            let left = 30;
+            const tick = () => (--left > 0 ? requestAnimationFrame(tick) : resolve());
+            requestAnimationFrame(tick);
+        })"""
+    )
+    assert page.text_content("[data-preview-caption]").startswith("80 × 60 px, ")
+    assert page.is_hidden("[data-preview-status]")
+    assert page.eval_on_selector_all("[data-run]", "(bs) => bs.map((b) => b.disabled)") == [
+        False,
+        False,
+        False,
+    ]
     assert csp_violations(page) == []

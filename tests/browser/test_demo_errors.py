@@ -4,6 +4,8 @@ the sentence."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.browser.conftest import csp_violations
@@ -180,4 +182,53 @@ def test_the_servers_own_refusal_is_shown_as_the_server_wrote_it(site, page, sma
     )
     message, tooltip = failure(page, "server")
     assert (message, tooltip) == ("Не удалось декодировать изображение.", "broken data")
+    assert csp_violations(page) == []
+
+
+TOO_LARGE = {
+    "en": (
+        "The server refused the photo as too large: the server lane takes files up to 20 MB. "
+        "The two browser lanes can still run it."
+    ),
+    "ru": (
+        "Сервер отклонил фото как слишком большое: серверная дорожка принимает файлы не больше "
+        "20 МБ. Обе браузерные дорожки могут обработать его."
+    ),
+}
+NGINX_413 = {
+    "html page": ("text/html", "<html><h1>413 Request Entity Too Large</h1></html>"),
+    "json with a code": ("application/json", '{"code": "request_too_large"}'),
+    "empty": ("text/plain", ""),
+}
+
+
+@pytest.mark.parametrize("body", list(NGINX_413))
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_a_413_from_a_proxy_is_told_as_too_large_with_the_servers_limit(
+    site, page, small_png, language, body
+):
+    open_with_photo(page, site, language, small_png)
+    content_type, text = NGINX_413[body]
+    page.route(
+        "**/analyse/",
+        lambda route: route.fulfill(status=413, content_type=content_type, body=text),
+    )
+    message, _tooltip = failure(page, "server")
+    assert message.replace("\xa0", " ") == TOO_LARGE[language]
+    assert csp_violations(page) == []
+
+
+def test_the_apps_own_413_keeps_its_reason(site, page, small_png):
+    # The app refuses an upload within the byte limit for what decoding it would cost: that
+    # reason, translated by the server, is the one to show.
+    open_with_photo(page, site, "en", small_png)
+    words = "Decoding this image would take 130 MB of memory, more than the 112 MB allowed."
+    page.route(
+        "**/analyse/",
+        lambda route: route.fulfill(
+            status=413, content_type="application/json", body=json.dumps({"error": words})
+        ),
+    )
+    message, _tooltip = failure(page, "server")
+    assert message == words
     assert csp_violations(page) == []

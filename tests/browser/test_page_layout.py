@@ -162,3 +162,51 @@ def test_at_390_px_the_tables_are_cards_that_need_no_sideways_scrolling(site, pa
     )
     assert first_label == {"en": '"What it is"', "ru": '"Что это"'}[language]
     assert csp_violations(page) == []
+
+
+# The text of each lane statistic's label and value, measured by the boxes of its glyphs (an
+# element's box does not grow with text that overflows it): the pairs that touch, overlap or
+# sit closer than min_gap px, by their text.
+CRAMPED_STATS = """(minGap) => {
+    const boxes = (el) => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return [...range.getClientRects()].filter((r) => r.width > 0);
+    };
+    const apart = (a, b) => Math.max(
+        b.left - a.right, a.left - b.right, b.top - a.bottom, a.top - b.bottom,
+    );
+    const cramped = [];
+    for (const dt of document.querySelectorAll(".lane-stats dt")) {
+        const dd = dt.nextElementSibling;
+        const gaps = boxes(dt).flatMap((a) => boxes(dd).map((b) => apart(a, b)));
+        const closest = Math.min(...gaps);
+        if (!(closest >= minGap)) {
+            cramped.push(`${dt.textContent} | ${dd.textContent} (${closest.toFixed(1)} px)`);
+        }
+    }
+    return cramped;
+}"""
+
+
+@pytest.mark.parametrize("language", ["en", "ru", "de"])
+def test_a_lane_statistics_label_and_its_value_never_touch(site, page, language):
+    open_demo(page, site, {"en": "", "ru": "/ru", "de": "/de"}[language] + PAGE)
+    page.click("[data-sample]")
+    page.wait_for_selector("[data-run=server]:not([disabled])", timeout=30_000)
+    for lane in ("main", "worker", "server"):
+        run_lane(page, lane)
+    found = {}
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        settle(page)
+        found[width] = page.evaluate(CRAMPED_STATS, 4)
+    assert page.eval_on_selector_all(".lane-stats dd", "(dds) => dds.length") == 17
+    assert (
+        page.eval_on_selector_all(
+            ".lane-stats dd", "(dds) => dds.filter((dd) => dd.textContent === '—').length"
+        )
+        == 0
+    )
+    assert found == {width: [] for width in WIDTHS}
+    assert csp_violations(page) == []

@@ -77,3 +77,22 @@ export async function analyseImage(bytes, { type = "", maxEdge = MAX_EDGE, passe
     analysisMs,
   };
 }
+
+// The photo's size and a copy that fits in maxWidth × maxHeight, for the page's preview. Run in
+// a worker: decoding and shrinking a large photo takes seconds, which on the page's thread would
+// freeze the page before any lane has run.
+export async function previewImage(blob, { maxWidth, maxHeight }) {
+  const full = await createImageBitmap(blob);
+  const { width, height } = full;
+  const scale = Math.min(1, maxWidth / width, maxHeight / height);
+  try {
+    const bitmap = await createImageBitmap(full, {
+      resizeWidth: Math.max(1, Math.round(width * scale)),
+      resizeHeight: Math.max(1, Math.round(height * scale)),
+      resizeQuality: "medium",
+    });
+    return { width, height, bitmap };
+  } finally {
+    full.close();
+  }
+}

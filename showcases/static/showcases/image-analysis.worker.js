@@ -1,9 +1,15 @@
 // Worker shell: message plumbing only; the work lives in image-analysis.js.
-import { analyseImage } from "./image-analysis.js";
+import { analyseImage, previewImage } from "./image-analysis.js";
 
 self.addEventListener("message", async (event) => {
-  const { id, bytes, type, maxEdge } = event.data;
+  const { id, kind, bytes, blob, type, maxEdge, maxWidth, maxHeight } = event.data;
   try {
+    if (kind === "preview") {
+      const result = await previewImage(blob, { maxWidth, maxHeight });
+      // The small bitmap is moved to the page, not copied.
+      self.postMessage({ id, ok: true, result }, [result.bitmap]);
+      return;
+    }
     // result carries the worker's own timings (decode, read-back, palette): its performance
     // entries are on its own timeline, which the page cannot read.
     const result = await analyseImage(bytes, { type, maxEdge });

@@ -5,7 +5,8 @@
 // worker surfaces as an error, never a hang.
 
 // Why the worker gave no answer. kind: "load" (the script did not load or threw at its top
-// level), "timeout" (no answer within timeoutMs) or "message" (an answer could not be read).
+// level), "timeout" (no answer within timeoutMs), "message" (an answer could not be read) or
+// "closed" (the page ended the worker, having no more use for its answer).
 // The message is the browser's own words, for the console: the page says it in its language.
 export class WorkerFailure extends Error {
   constructor(kind, message, { timeoutMs = 0 } = {}) {
@@ -29,6 +30,22 @@ export class AnalysisWorker {
   // bytes: an ArrayBuffer, transferred (the caller's copy becomes 0 bytes long). A failure
   // inside the work rejects with an Error of the worker's error name (InvalidStateError, …).
   analyse(bytes, options) {
+    // The transfer list moves the buffer to the worker instead of copying it.
+    return this.request({ bytes, ...options }, [bytes]);
+  }
+
+  // The photo's { width, height } and a small ImageBitmap of it (moved here, not copied), no
+  // larger than maxWidth × maxHeight.
+  preview(blob, { maxWidth, maxHeight }) {
+    return this.request({ kind: "preview", blob, maxWidth, maxHeight }, []);
+  }
+
+  // Ends the worker and whatever it was doing; the next request starts a fresh one.
+  close() {
+    this.discard(new WorkerFailure("closed", "the worker was closed"));
+  }
+
+  request(message, transfer) {
     const timeoutMs = this.timeoutMs();
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
@@ -41,8 +58,7 @@ export class AnalysisWorker {
         reject(failure);
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
-      // The transfer list moves the buffer to the worker instead of copying it.
-      this.running().postMessage({ id, bytes, ...options }, [bytes]);
+      this.running().postMessage({ id, ...message }, transfer);
     });
   }
 

@@ -28,6 +28,8 @@ const state = {
   generation: 0,
   busy: false,
   results: {}, // lane -> { longestFrame, maxEdge }
+  inspector: null, // the worker reading the chosen photo, until it has
+  serverRefusal: "", // why the server lane cannot take this photo, if it cannot
 };
 
 const frameCounter = $("[data-frames]");
@@ -63,8 +65,8 @@ function showError(message, { detail = "", cause = null } = {}) {
 }
 
 // The server lane's ways of failing: "network" (no answer), "status" (an answer that is not
-// the server's JSON, e.g. a proxy's error page) and "refused" (the server's own, translated
-// message).
+// the server's JSON, e.g. a proxy's error page), "tooLarge" (a 413 not from the app itself:
+// the upload was over a proxy's limit) and "refused" (the server's own, translated message).
 class ServerFailure extends Error {
   constructor(kind, { message = "", detail = "", status = 0 } = {}) {
     super(message || kind);
@@ -89,6 +91,9 @@ function explain(lane, error) {
   if (error instanceof ServerFailure) {
     if (error.kind === "refused") return error.message;
     if (error.kind === "offline") return text.serverOffline;
+    if (error.kind === "tooLarge") {
+      return format(text.serverTooLarge, { limit: numbers.fileSize(serverLimits.bytes) });
+    }
     if (error.kind === "network") return text.serverUnreachable;
     return format(text.serverStatus, { status: error.status });
   }
@@ -111,38 +116,109 @@ function explain(lane, error) {
 // --- Choosing a photo ----------------------------------------------------------------------
 const fileInput = $("#demo-file");
 const preview = $("[data-preview]");
-const previewImage = $("[data-preview-image]");
+const previewCanvas = $("[data-preview-image]");
+const previewStatus = $("[data-preview-status]");
 const caption = $("[data-preview-caption]");
+const serverButton = $("[data-run=server]");
+const serverRefusal = $("[data-server-refusal]");
+// The server lane's own limits (showcases/analysis.py), so a file it would refuse is refused
+// here, before a byte is uploaded, with the limit in the page's language.
+const serverLimits = {
+  bytes: Number(demo.dataset.serverMaxBytes),
+  pixels: Number(demo.dataset.serverMaxPixels),
+};
+// The preview's largest box in CSS pixels (the stylesheet's max-height: 16rem), times the
+// screen's pixel density so it stays sharp.
+const PREVIEW_BOX = { width: 640, height: 256 };
 
 function updateButtons() {
   for (const button of demo.querySelectorAll("[data-run]")) {
     button.disabled = state.busy || !state.file;
   }
+  if (state.serverRefusal) serverButton.disabled = true;
+}
+
+// The server lane cannot take every file the browser lanes can: say why next to its button.
+function refuseServer(message) {
+  state.serverRefusal = message;
+  serverRefusal.textContent = message;
+  serverRefusal.hidden = !message;
+  updateButtons();
+}
+
+// What the figure shows while a photo is fetched or read: a sentence, at once.
+function showPending(message) {
+  preview.hidden = false;
+  preview.setAttribute("aria-busy", "true");
+  previewStatus.textContent = message;
+  previewStatus.hidden = false;
 }
 
 function clearPreview() {
-  if (previewImage.src) URL.revokeObjectURL(previewImage.src);
-  previewImage.removeAttribute("src");
+  // Hands the canvas's bitmap back, so a large preview's memory goes with the photo.
+  previewCanvas.getContext("bitmaprenderer").transferFromImageBitmap(null);
+  previewCanvas.hidden = true;
+  previewStatus.textContent = "";
+  previewStatus.hidden = true;
+  preview.removeAttribute("aria-busy");
   caption.textContent = "";
   preview.hidden = true;
+}
+
+function showPreview(bitmap) {
+  previewCanvas.width = bitmap.width;
+  previewCanvas.height = bitmap.height;
+  previewCanvas.style.width = `${bitmap.width / (window.devicePixelRatio || 1)}px`;
+  previewCanvas.getContext("bitmaprenderer").transferFromImageBitmap(bitmap);
+  previewCanvas.hidden = false;
 }
 
 // Everything the page knew about the previous photo goes, before the next one is looked at.
 function forget() {
   state.generation += 1;
+  state.inspector?.close();
+  state.inspector = null;
   state.file = null;
   state.type = "";
   state.results = {};
   showError("");
   clearPreview();
+  refuseServer("");
   $("[data-verdict]").textContent = "";
   for (const lane of demo.querySelectorAll("[data-lane]")) clearLane(lane);
   updateButtons();
 }
 
+// The photo's size and a preview small enough to draw at once. A worker of its own decodes
+// it (a 9000 × 9000 PNG takes seconds) and is ended with the choice, so the page never waits
+// and the worker lane's worker still starts cold. Without workers, the browser decodes the
+// photo off this thread all the same, and there is no picture.
+async function look(file) {
+  const inspector = new AnalysisWorker({
+    url: () => demo.dataset.workerUrl,
+    timeoutMs: () => Number(demo.dataset.workerTimeoutMs),
+  });
+  state.inspector = inspector;
+  const density = window.devicePixelRatio || 1;
+  try {
+    return await inspector.preview(file, {
+      maxWidth: Math.round(PREVIEW_BOX.width * density),
+      maxHeight: Math.round(PREVIEW_BOX.height * density),
+    });
+  } catch (error) {
+    if (!(error instanceof WorkerFailure) || error.kind === "closed") throw error;
+    const bitmap = await createImageBitmap(file);
+    const { width, height } = bitmap;
+    bitmap.close();
+    return { width, height, bitmap: null };
+  } finally {
+    inspector.close();
+  }
+}
+
 // Decide, once, whether every lane can read the file: its bytes name one of the three formats
-// (the server lane reads no others), and the browser decodes it. Returns { type, width, height }
-// or { error }.
+// (the server lane reads no others), and the browser decodes it. Returns { type, width, height,
+// bitmap } or { error }.
 async function inspect(file) {
   if (file.size === 0) return { error: text.empty };
   let head;
@@ -152,23 +228,36 @@ async function inspect(file) {
     return { error: text.unreadable, cause: error };
   }
   const type = imageType(head);
-  let bitmap = null;
+  let seen = null;
   let cause = null;
   try {
-    bitmap = await createImageBitmap(file);
+    seen = await look(file);
   } catch (error) {
     cause = error;
   }
-  if (bitmap && type) {
-    const { width, height } = bitmap;
-    bitmap.close();
-    return { type, width, height };
-  }
-  bitmap?.close();
+  if (seen && type) return { type, ...seen };
+  seen?.bitmap?.close();
   if (type) return { error: text.undecodable, cause };
   // Decoded, or named, as an image of another kind (GIF, AVIF, BMP, HEIC…).
-  const otherImage = bitmap || (file.type.startsWith("image/") && !ACCEPTED_TYPES.has(file.type));
+  const otherImage = seen || (file.type.startsWith("image/") && !ACCEPTED_TYPES.has(file.type));
   return { error: otherImage ? text.unsupported : text.notImage, cause };
+}
+
+// Why the server lane would refuse this photo, checked against its own limits; "" if it would not.
+function serverObjection(file, { width, height }) {
+  if (file.size > serverLimits.bytes) {
+    return format(text.serverFileTooLarge, {
+      size: numbers.fileSize(file.size),
+      limit: numbers.fileSize(serverLimits.bytes),
+    });
+  }
+  if (width * height > serverLimits.pixels) {
+    return format(text.serverTooManyPixels, {
+      megapixels: numbers.megapixels(width * height),
+      limit: numbers.megapixels(serverLimits.pixels),
+    });
+  }
+  return "";
 }
 
 async function choose(file) {
@@ -178,9 +267,14 @@ async function choose(file) {
     showError(text.notImage);
     return;
   }
+  showPending(text.reading);
   const found = await inspect(file);
-  if (generation !== state.generation) return;
+  if (generation !== state.generation) {
+    found.bitmap?.close();
+    return;
+  }
   if (found.error) {
+    clearPreview();
     showError(found.error, { detail: found.cause?.message, cause: found.cause });
     // Choosing the same file again (once fixed) must fire "change" again.
     fileInput.value = "";
@@ -188,13 +282,16 @@ async function choose(file) {
   }
   state.file = file;
   state.type = found.type;
-  previewImage.src = URL.createObjectURL(file);
+  previewStatus.textContent = "";
+  previewStatus.hidden = true;
+  preview.removeAttribute("aria-busy");
+  if (found.bitmap) showPreview(found.bitmap);
   caption.textContent = format(text.caption, {
     width: numbers.pixels(found.width),
     height: numbers.pixels(found.height),
     size: numbers.fileSize(file.size),
   });
-  preview.hidden = false;
+  refuseServer(serverObjection(file, found));
   updateButtons();
 }
 
@@ -210,16 +307,24 @@ dropzone.addEventListener("drop", (event) => {
   dropzone.classList.remove("dragging");
   choose(event.dataTransfer.files[0]);
 });
+// The sample is a choice like any other, made when clicked: a photo chosen while it downloads
+// wins, and the sample, arriving late, is dropped.
 $("[data-sample]").addEventListener("click", async () => {
+  forget();
+  const generation = state.generation;
+  showPending(text.loadingSample);
   let blob;
   try {
     const response = await fetch(demo.dataset.sampleUrl);
     if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
     blob = await response.blob();
   } catch (error) {
+    if (generation !== state.generation) return;
+    clearPreview();
     showError(text.sampleFailed, { detail: error.message, cause: error });
     return;
   }
+  if (generation !== state.generation) return;
   choose(new File([blob], "sample.jpg", { type: blob.type || "image/jpeg" }));
 });
 
@@ -428,6 +533,12 @@ const runners = {
       }
       const data = await response.json().catch(() => null);
       roundTrip = performance.now() - started;
+      // A 413 is the upload's size whoever answered: nginx's page (HTML, or JSON with a code of
+      // its own, in English) is told as the page's sentence; the app's own refusal, translated
+      // and giving its reason (pixels, memory), is shown as written.
+      if (response.status === 413 && !(data?.error && !data.code)) {
+        throw new ServerFailure("tooLarge", { status: 413, detail: response.statusText });
+      }
       if (data === null || (!response.ok && !data.error)) {
         throw new ServerFailure("status", {
           status: response.status,
