@@ -11,7 +11,11 @@ from enum import StrEnum
 from notifications.models import DatabaseNow, DrainHeartbeat
 from v10r import platform
 
+# The one-shot drains, named by what started them: the /cron/drain endpoint, or
+# `drain_outbox --once` from a shell or a scheduler that runs commands. Neither is a loop.
 CRON_WORKER = "cron"
+COMMAND_WORKER = "command"
+ONE_SHOT_WORKERS = (CRON_WORKER, COMMAND_WORKER)
 # A loop is "running" while its last tick is younger than this many intervals (one missed
 # tick is tolerated: a long batch delays the next one).
 STALE_AFTER_INTERVALS = 2.5
@@ -73,7 +77,7 @@ def status() -> LoopStatus:
     here = platform.current()
     rows = DrainHeartbeat.objects.annotate(db_now=DatabaseNow()).order_by("-ticked_at")
     cron = rows.filter(worker=CRON_WORKER).first()
-    loop = rows.exclude(worker=CRON_WORKER).first()
+    loop = rows.exclude(worker__in=ONE_SHOT_WORKERS).first()
     last_cron = cron.ticked_at if cron else None
     if loop is not None:
         interval = timedelta(seconds=loop.interval_seconds)

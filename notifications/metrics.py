@@ -108,13 +108,14 @@ WHERE status = 'pending' AND next_attempt_at <= now()
 # Every loop that has not stopped cleanly, for an hour after its last tick: a loop that stalls
 # shows an age that grows, rather than vanishing; one killed outright drops out after the hour
 # (its replacement has a name of its own). `fresh` says whether it ticked on time. Not the
-# cron trigger's row: it is no loop, and between two cron calls it is meant to be quiet.
+# one-shot drains' rows (the cron trigger's, drain_outbox --once's): they are no loops, and
+# between two runs they are meant to be quiet.
 HEARTBEATS_SQL = """
 SELECT worker, extract(epoch FROM now() - ticked_at),
        ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s) AS fresh
 FROM notifications.drain_heartbeats
 WHERE stopped_at IS NULL AND ticked_at > now() - interval '1 hour'
-  AND worker <> %(cron)s
+  AND worker <> ALL(%(one_shot)s)
 """.strip()
 
 
@@ -179,7 +180,10 @@ class QueueCollector(Collector):
             (oldest_due,) = cursor.fetchone()
             cursor.execute(
                 HEARTBEATS_SQL,
-                {"stale": heartbeat.STALE_AFTER_INTERVALS, "cron": heartbeat.CRON_WORKER},
+                {
+                    "stale": heartbeat.STALE_AFTER_INTERVALS,
+                    "one_shot": list(heartbeat.ONE_SHOT_WORKERS),
+                },
             )
             beats = cursor.fetchall()
         depth = stats.queue_depth()

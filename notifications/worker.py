@@ -1,7 +1,8 @@
 """The queue worker of one process: the drain loop, and everything it keeps between drains.
 
-`manage.py drain_outbox` builds a Worker from its options and runs its loop; `/cron/drain`
-and `drain_outbox --once` tick the process's worker once, within a time budget for the cron.
+`manage.py drain_outbox` builds a Worker from its options and runs its loop, or ticks it once
+(`--once`, heartbeats as the command's); `/cron/drain` ticks the process's worker once, within
+a time budget, heartbeats as the cron's.
 A Worker owns what must outlive one batch: the guard that stops a process from stacking a
 second drain on top of a running one, the outcomes a drain could not write because the
 database was gone, the sender threads, and when it last wrote a heartbeat and tidied up.

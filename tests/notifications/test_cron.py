@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
+from prometheus_client.exposition import generate_latest
 
-from notifications import checks
+from notifications import checks, heartbeat, metrics
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
 from tests.helpers import make_deliveries
 
@@ -121,3 +124,32 @@ def test_a_cron_budget_shorter_than_a_send_is_a_start_up_error(settings):
     assert [e.id for e in errors] == ["notifications.E004"]
     assert "email (11 s)" in errors[0].msg
     assert checks.cron_budget_problem(budget=timedelta(seconds=20)) is None
+
+
+# transactional_db: the command's run starts with close_old_connections(), which closes a
+# connection left inside a test's transaction.
+def test_drain_outbox_once_run_by_hand_is_a_command_run_not_the_cron(
+    transactional_db, user, caplog
+):
+    make_deliveries(user, 3)
+    with caplog.at_level(logging.INFO, logger="notifications.drain_outbox"):
+        call_command("drain_outbox", "--once", "--batch-size=2")
+    # The options given apply to the one batch, as they do to the loop's.
+    assert NotificationDelivery.objects.filter(status=Status.SENT).count() == 2
+    assert DrainHeartbeat.objects.get(worker=heartbeat.COMMAND_WORKER).last_report["sent"] == 2
+    assert not DrainHeartbeat.objects.filter(worker=heartbeat.CRON_WORKER).exists()
+    assert "drain_outbox command: batch=2" in caplog.text
+    assert "cron" not in caplog.text
+    # Neither the cron's last run nor a loop: the pages and /metrics say nothing of it.
+    loop = heartbeat.status()
+    assert (loop.last_cron, loop.last_tick) == (None, None)
+    assert 'worker="command"' not in generate_latest(metrics.registry()).decode()
+
+
+def test_only_the_cron_endpoint_heartbeats_as_the_cron(client, transactional_db, cron, user):
+    make_deliveries(user, 1)
+    assert client.post(URL, **cron).status_code == 200
+    call_command("drain_outbox", "--once")
+    assert set(DrainHeartbeat.objects.values_list("worker", flat=True)) == {"cron", "command"}
+    cron_row = DrainHeartbeat.objects.get(worker="cron")
+    assert heartbeat.status().last_cron == cron_row.ticked_at

@@ -68,9 +68,10 @@ class Command(BaseCommand):
         # The drain analyses no images, but warming here writes Numba's on-disk cache: web
         # processes started after it on this host load the palette loops, not compile them.
         palette.warm()
-        # A one-shot run is the cron's drain: it has no loop to report as running.
+        # A one-shot run has no loop to report as running; its heartbeat is the command's,
+        # not the cron endpoint's, and it drains with the options given.
         if once:
-            worker = Worker.for_process()
+            worker = Worker(name=heartbeat.COMMAND_WORKER, interval=timedelta(0), policy=policy)
         else:
             worker = Worker(
                 name=heartbeat.worker_id(), interval=timedelta(seconds=interval), policy=policy
