@@ -49,8 +49,12 @@ EMBEDDED_PGDATA = embedded_postgresql.pgdata_from_environment()
 STATIC_ROOT = Path(environment.text("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
 
 # HTTPS (docs/deploy.md): behind a TLS-terminating proxy, set DJANGO_SECURE_PROXY_SSL_HEADER=1;
-# a plain-HTTP trial sets DJANGO_SECURE_SSL_REDIRECT=0 and DJANGO_HSTS_SECONDS=0.
+# a plain-HTTP trial sets DJANGO_SECURE_SSL_REDIRECT=0, DJANGO_SECURE_COOKIES=0 and
+# DJANGO_HSTS_SECONDS=0.
 SECURE_SSL_REDIRECT = environment.boolean("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+# Secure cookies travel over HTTPS only; over plain HTTP a browser keeps neither the session nor
+# the CSRF cookie, and no form (the admin's login) can be posted.
+_SECURE_COOKIES = environment.boolean("DJANGO_SECURE_COOKIES", default=not DEBUG)
 _PROXY_SSL = environment.boolean("DJANGO_SECURE_PROXY_SSL_HEADER", default=False)
 SECURE_HSTS_SECONDS = environment.whole_number(
     "DJANGO_HSTS_SECONDS",
@@ -327,8 +331,8 @@ STORAGES = {
 }
 
 # --- Security ---------------------------------------------------------------------------------
-SESSION_COOKIE_SECURE = not DEBUG
-CSRF_COOKIE_SECURE = not DEBUG
+SESSION_COOKIE_SECURE = _SECURE_COOKIES
+CSRF_COOKIE_SECURE = _SECURE_COOKIES
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 if _PROXY_SSL:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

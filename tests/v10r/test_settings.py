@@ -285,3 +285,19 @@ def test_drain_outbox_refuses_a_short_lease_naming_the_option_that_fixes_it():
     assert lease_problem(
         lease=timedelta(seconds=int(shortest[1]) - 1), batch_size=100, concurrency=16
     )
+
+
+def test_a_plain_http_trial_turns_off_the_redirect_the_secure_cookies_and_hsts(monkeypatch):
+    production = read_settings(monkeypatch)
+    assert production["SECURE_SSL_REDIRECT"] is True
+    assert production["SESSION_COOKIE_SECURE"] is production["CSRF_COOKIE_SECURE"] is True
+    assert production["SECURE_HSTS_SECONDS"] == 31_536_000
+    trial = read_settings(
+        monkeypatch,
+        DJANGO_SECURE_SSL_REDIRECT="0",
+        DJANGO_SECURE_COOKIES="0",
+        DJANGO_HSTS_SECONDS="0",
+    )
+    assert trial["SECURE_SSL_REDIRECT"] is False
+    assert trial["SESSION_COOKIE_SECURE"] is trial["CSRF_COOKIE_SECURE"] is False
+    assert trial["SECURE_HSTS_SECONDS"] == 0
