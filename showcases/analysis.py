@@ -27,7 +27,7 @@ import struct
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import numpy as np
@@ -243,6 +243,9 @@ def analyse(data: bytes, *, client: str | None = None) -> dict:
         "sourceHeight": height,
         "swatches": swatches,
         "luminance": luminance,
+        # The share the palette leaves out (alpha under palette.ALPHA_MIN), which the page says.
+        "transparent": int(np.count_nonzero(pixels[..., 3] < palette.ALPHA_MIN))
+        / pixels[..., 3].size,
         "decodeMs": (decoded - started) * 1000,
         "analysisMs": (finished - decoded) * 1000,
         "firstInProcess": next(_analyses) == 0,
@@ -451,15 +454,24 @@ _decode_slots = threading.BoundedSemaphore(DECODE_SLOTS)
 _decode_turns = threading.BoundedSemaphore(DECODE_SLOTS + DECODE_QUEUE)
 
 
+# The decoders run in the calling thread: its CPU time is the decode's.
+_cpu_clock = time.thread_time
+
+
 @contextmanager
 def _decode_turn(price: Price, *, client: str | None):
     """Charge the price to the budgets, then hold one of the process's decode slots; a 503
     when the queue for them is full or none frees up in DECODE_WAIT, and then nothing is
-    charged."""
+    charged. A decode that takes longer than its price is charged the difference after."""
     charges = _charge(price, client=client)
     try:
         with _decode_slot():
-            yield
+            started = _cpu_clock()
+            try:
+                yield
+            finally:
+                spent = math.ceil((_cpu_clock() - started) * 1000)
+                _charge_overrun(charges, overrun=spent - price.milliseconds)
     except UploadError as error:
         if error.status == 503:
             _refund(charges)
@@ -491,18 +503,25 @@ def _busy() -> UploadError:
     )
 
 
-def _charge(price: Price, *, client: str | None) -> list[tuple[str, int]]:
-    """Charge the price to the client's budget, then the site's; return the keys charged, or
-    a 429 with Retry-After (and nothing charged) when either is spent."""
+@dataclass(frozen=True)
+class _Charge:
+    key: str
+    cost: int
+    limit: int
+    window: timedelta
+
+
+def _charge(price: Price, *, client: str | None) -> list[_Charge]:
+    """Charge the price to the client's budget, then the site's; return the charges, or a
+    429 with Retry-After (and nothing charged) when either is spent."""
     if client is None:
         return []
     cost = price.milliseconds
-    mine = f"analyse-cpu:{client}"
-    verdict = ratelimit.hit(
-        key=mine, limit=CLIENT_BUDGET_MS, window=CLIENT_BUDGET_WINDOW, cost=cost
-    )
+    mine = _Charge(f"analyse-cpu:{client}", cost, CLIENT_BUDGET_MS, CLIENT_BUDGET_WINDOW)
+    site = _Charge(SITE_BUDGET_KEY, cost, SITE_BUDGET_MS, SITE_BUDGET_WINDOW)
+    verdict = _hit(mine)
     if not verdict.allowed:
-        ratelimit.forgive(key=mine, cost=cost)
+        _refund([mine])
         raise UploadError(
             429,
             _(
@@ -512,24 +531,35 @@ def _charge(price: Price, *, client: str | None) -> list[tuple[str, int]]:
             % {"budget": CLIENT_BUDGET_MS, "seconds": verdict.retry_after_seconds},
             retry_after_seconds=verdict.retry_after_seconds,
         )
-    verdict = ratelimit.hit(
-        key=SITE_BUDGET_KEY, limit=SITE_BUDGET_MS, window=SITE_BUDGET_WINDOW, cost=cost
-    )
+    verdict = _hit(site)
     if not verdict.allowed:
-        _refund([(mine, cost), (SITE_BUDGET_KEY, cost)])
+        _refund([mine, site])
         raise UploadError(
             429,
             _("The server lane is busy with other visitors' images; try again in %(seconds)d s.")
             % {"seconds": verdict.retry_after_seconds},
             retry_after_seconds=verdict.retry_after_seconds,
         )
-    return [(mine, cost), (SITE_BUDGET_KEY, cost)]
+    return [mine, site]
 
 
-def _refund(charges: list[tuple[str, int]]) -> None:
+def _hit(charge: _Charge) -> ratelimit.Verdict:
+    return ratelimit.hit(key=charge.key, limit=charge.limit, window=charge.window, cost=charge.cost)
+
+
+def _refund(charges: list[_Charge]) -> None:
     # Work refused is not work done: a refusal leaves the budgets as they were.
-    for key, cost in charges:
-        ratelimit.forgive(key=key, cost=cost)
+    for charge in charges:
+        ratelimit.forgive(key=charge.key, cost=charge.cost)
+
+
+def _charge_overrun(charges: list[_Charge], *, overrun: int) -> None:
+    # The price is an estimate; charging what a decode took beyond it keeps the budgets a
+    # bound on the CPU the lane really used (give or take one upload's overrun), whatever
+    # kind of file the rates misjudge.
+    if overrun > 0:
+        for charge in charges:
+            _hit(replace(charge, cost=overrun))
 
 
 @contextmanager

@@ -845,6 +845,24 @@ def test_the_sites_cpu_budget_refuses_every_client_once_spent_and_recovers(clien
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("cpu_seconds", "charged_ms"),
+    [
+        ((10.0, 10.5), 500),  # decoding took 500 ms of CPU: 9 charged first, 491 after
+        ((10.0, 10.001), 9),  # took 1 ms: the price stands
+    ],
+    ids=["over its price", "under it"],
+)
+def test_a_decode_that_takes_longer_than_its_price_is_charged_what_it_took(
+    client, monkeypatch, cpu_seconds, charged_ms
+):
+    clock = iter(cpu_seconds)
+    monkeypatch.setattr(analysis, "_cpu_clock", lambda: next(clock))
+    assert post(client, small_png()).status_code == 200
+    assert (charged("analyse-cpu:127.0.0.1"), charged("analyse-cpu")) == (charged_ms, charged_ms)
+
+
+@pytest.mark.django_db
 def test_an_upload_refused_over_its_price_is_charged_nothing(client):
     response = post(client, one_bit_bomb())
     assert response.status_code == 413
