@@ -126,6 +126,10 @@ def _demo_messages() -> dict:
         "pixels": _("{width} × {height} px"),
         "swatch": _("{hex} · {percent}"),
         "otherColours": _("Grey, {percent}: pixels near none of these six colours"),
+        "transparent": _(
+            "{percent} of the pixels are transparent, or nearly, and are not counted: the "
+            "shares above are of the other pixels."
+        ),
         "verdictMainSlow": _(
             "On the main thread the page froze for up to {main}; with the worker the longest "
             "frame was {worker}, so the page kept moving."

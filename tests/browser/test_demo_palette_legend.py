@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from PIL import Image
 
 from tests.browser.conftest import csp_violations
 from tests.browser.test_workers_page import PAGE, open_demo, run_lane, write_small_png
@@ -116,4 +117,46 @@ def test_a_photo_of_six_colours_or_fewer_has_no_grey_remainder(site, page, tmp_p
         "[data-lane=main] [data-legend] li", "(lis) => lis.map((li) => li.innerText)"
     )
     assert [" ".join(text.split()) for text in texts] == ["#c8283c 75.0%", "#1478dc 25.0%"]
+    assert csp_violations(page) == []
+
+
+TRANSPARENT = {
+    "en": (
+        "50.0% of the pixels are transparent, or nearly, and are not counted: the shares above "
+        "are of the other pixels."
+    ),
+    "ru": (
+        "50,0\xa0% пикселей прозрачны или почти прозрачны и не учитываются: доли выше посчитаны "
+        "по остальным пикселям."
+    ),
+}
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_every_lane_says_how_many_pixels_were_left_out_as_transparent(
+    site, page, tmp_path, language
+):
+    # 80 × 60: the left half clear (and nearly: alpha 127), the right half opaque red and blue.
+    image = Image.new("RGBA", (80, 60), (0, 0, 0, 0))
+    image.paste((10, 200, 30, 127), (0, 0, 40, 30))
+    image.paste((200, 40, 60, 255), (40, 0, 80, 30))
+    image.paste((20, 120, 220, 200), (40, 30, 80, 60))
+    path = tmp_path / "half-clear.png"
+    image.save(path)
+    open_demo(page, site, PREFIX[language] + PAGE)
+    page.set_input_files("#demo-file", str(path))
+    page.wait_for_selector("[data-run=server]:not([disabled])")
+    notes = {}
+    for lane in ("main", "worker", "server"):
+        run_lane(page, lane)
+        notes[lane] = page.eval_on_selector(
+            f"[data-lane={lane}] [data-transparent]",
+            "(p) => p.checkVisibility() ? p.textContent : null",
+        )
+    assert notes == dict.fromkeys(("main", "worker", "server"), TRANSPARENT[language])
+    # An opaque photo says nothing of the kind.
+    page.set_input_files("#demo-file", write_small_png(tmp_path))
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    run_lane(page, "main")
+    assert page.is_hidden("[data-lane=main] [data-transparent]")
     assert csp_violations(page) == []

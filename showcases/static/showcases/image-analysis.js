@@ -54,6 +54,16 @@ export async function readPixels(bytes, { type = "", maxEdge = MAX_EDGE } = {}) 
   };
 }
 
+// The share of pixels the palette leaves out as transparent (palette.js's ALPHA_MIN), so the
+// page can say its shares are of the rest. Outside the timed analysis: the page's own note.
+const ALPHA_MIN = 128;
+function transparentShare(pixels) {
+  const count = Math.floor(pixels.length / 4);
+  let transparent = 0;
+  for (let i = 3; i < count * 4; i += 4) if (pixels[i] < ALPHA_MIN) transparent += 1;
+  return count === 0 ? 0 : transparent / count;
+}
+
 // readPixels, then `passes` palette passes and the luminance: the page's "Analysis".
 export async function analyseImage(bytes, { type = "", maxEdge = MAX_EDGE, passes = PASSES } = {}) {
   const { pixels, width, height, decodeMs, readBackMs } = await readPixels(bytes, {
@@ -65,11 +75,13 @@ export async function analyseImage(bytes, { type = "", maxEdge = MAX_EDGE, passe
   for (let pass = 0; pass < passes; pass += 1) swatches = dominantColors(pixels, 6);
   const luminance = averageLuminance(pixels);
   const analysisMs = measure(MEASURES.palette, started, performance.now());
+  const transparent = transparentShare(pixels);
   return {
     width,
     height,
     swatches,
     luminance,
+    transparent,
     // The page shows decode and read-back as one "Decode", bytes to pixels, as the server
     // lane counts it; readBackMs says how much of that was the canvas.
     decodeMs: decodeMs + readBackMs,

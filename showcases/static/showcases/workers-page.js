@@ -354,6 +354,7 @@ function clearLane(lane) {
   }
   $("[data-palette]", lane).replaceChildren();
   $("[data-legend]", lane).replaceChildren();
+  $("[data-transparent]", lane).hidden = true;
   const firstCall = $("[data-first-call-note]", lane);
   if (firstCall) firstCall.hidden = true;
   lane.dataset.done = "false";
@@ -413,6 +414,14 @@ function showPalette(lane, swatches) {
   $("[data-legend]", lane).replaceChildren(...items);
 }
 
+// The palette counts only pixels at least half opaque: when a photo has others, say how many
+// were left out, so the shares read as shares of the rest. Rounded as the shares are.
+function showTransparent(lane, share = 0) {
+  const note = $("[data-transparent]", lane);
+  note.textContent = format(text.transparent, { percent: numbers.percent(share) });
+  note.hidden = share < 0.0005;
+}
+
 function showLane(name, { result, longestFrame: frame, maxEdge: edge, extra = {} }) {
   const lane = laneOf(name);
   const set = (stat, shown, value) => {
@@ -435,6 +444,7 @@ function showLane(name, { result, longestFrame: frame, maxEdge: edge, extra = {}
   );
   for (const [stat, { shown, value }] of Object.entries(extra)) set(stat, shown, value);
   showPalette(lane, result.swatches);
+  showTransparent(lane, result.transparent);
   lane.dataset.done = "true";
   state.results[name] = { longestFrame: frame, maxEdge: edge };
   verdict();
