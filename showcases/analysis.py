@@ -587,7 +587,11 @@ def _refusal(exc: Exception) -> UploadError:
 def _too_many_pixels() -> UploadError:
     return UploadError(
         413,
-        _("The image has more than %(limit)d million pixels.") % {"limit": MAX_PIXELS // 1_000_000},
+        _(
+            "The image has more than %(limit)d million pixels. Scale it down to %(limit)d "
+            "megapixels or fewer and send it again."
+        )
+        % {"limit": MAX_PIXELS // 1_000_000},
     )
 
 

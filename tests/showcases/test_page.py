@@ -256,7 +256,11 @@ def _truncated_png() -> bytes:
         (b"plain text, not a picture", 415, "Only PNG, JPEG and WebP"),
         (encoded(Image.new("RGB", (4, 4)), "GIF"), 415, "Only PNG, JPEG and WebP"),
         # 8000 × 8000 = 64 MP: a few KB of PNG that would decode to 256 MB.
-        (encoded(Image.new("1", (8000, 8000)), "PNG"), 413, "more than 50 million pixels"),
+        (
+            encoded(Image.new("1", (8000, 8000)), "PNG"),
+            413,
+            "more than 50 million pixels. Scale it down to 50 megapixels or fewer",
+        ),
         (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, 415, "Only PNG, JPEG and WebP"),
         (_truncated_png(), 400, "could not be decoded"),
     ],
