@@ -186,3 +186,69 @@ def test_the_charts_hour_labels_are_readable_and_under_their_bars(
     assert all(label["text"].isdigit() and len(label["text"]) == 2 for label in labels), labels
     assert min(label["height"] for label in labels) >= 11, labels
     assert all(abs(label["left"] - label["bar"]) <= 3 for label in labels), labels
+
+
+# Each cell of the health table whose text is wider than the cell shows it: the text cut off
+# by the cell's edge or its box, or the table wider than the box that holds it.
+CLIPPED_CELLS = """() => {
+  const clipped = [];
+  for (const cell of document.querySelectorAll(".channel-health th, .channel-health td")) {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const text = range.getBoundingClientRect(), box = cell.getBoundingClientRect();
+    if (text.right > box.right + 0.5 || text.left < box.left - 0.5
+        || cell.scrollWidth > cell.clientWidth + 1) {
+      clipped.push(cell.textContent.trim());
+    }
+  }
+  return clipped;
+}"""
+
+SCROLL_BOX = """() => {
+  const box = document.querySelector(".queue-dashboard .table-scroll");
+  const style = getComputedStyle(box);
+  return {scrolls: box.scrollWidth > box.clientWidth + 1, background: style.backgroundImage,
+          attachment: style.backgroundAttachment, tabindex: box.getAttribute("tabindex"),
+          label: box.getAttribute("aria-label") || document.getElementById(
+            box.getAttribute("aria-labelledby"))?.textContent || ""};
+}"""
+
+
+@pytest.mark.parametrize("language", [*LANGUAGES, pytest.param("/de", id="de")])
+def test_the_health_table_shows_every_word_whole_at_desktop_width(
+    site, page, fixer, tmp_path, language
+):
+    open_as_fixer(page, site, width=1280, scheme="light", path=f"{language}/admin/")
+    page.locator(".channel-health").screenshot(path=tmp_path / "health-1280.png")
+    assert page.evaluate(CLIPPED_CELLS) == []
+    assert page.evaluate(BROKEN_WORDS, [".channel-health", None]) == []
+    assert page.evaluate(SCROLL_BOX)["scrolls"] is False
+
+
+@pytest.mark.parametrize("language", [*LANGUAGES, pytest.param("/de", id="de")])
+def test_the_health_table_says_it_scrolls_on_a_phone(site, page, fixer, tmp_path, language):
+    open_as_fixer(page, site, width=390, scheme="light", path=f"{language}/admin/")
+    page.locator(".queue-dashboard .table-scroll").screenshot(path=tmp_path / "health-390.png")
+    box = page.evaluate(SCROLL_BOX)
+    assert box["scrolls"] is True  # too wide for a phone: it scrolls in its own box
+    # A shade at the edge that has more to show (drawn by the background, so it moves away as
+    # the table is scrolled to that end), and a box a keyboard can scroll, named for it.
+    assert box["background"].count("gradient") >= 2 and "local" in box["attachment"], box
+    assert box["tabindex"] == "0" and box["label"], box
+    start = edge_shades(page, tmp_path / "start.png")
+    page.evaluate("document.querySelector('.queue-dashboard .table-scroll').scrollLeft = 1e6")
+    end = edge_shades(page, tmp_path / "end.png")
+    # Darker at the right edge while there is more to the right, at the left once scrolled.
+    assert end["right"] - start["right"] > 8 and start["left"] - end["left"] > 8, (start, end)
+
+
+def edge_shades(page, path) -> dict[str, float]:
+    """The mean brightness (0-255) of the scrolling box's outermost 6 px on each side."""
+    from PIL import Image, ImageStat
+
+    page.locator(".queue-dashboard .table-scroll").screenshot(path=path)
+    image = Image.open(path).convert("L")
+    width, height = image.size
+    left = ImageStat.Stat(image.crop((0, 0, 6, height))).mean[0]
+    right = ImageStat.Stat(image.crop((width - 6, 0, width, height))).mean[0]
+    return {"left": left, "right": right}

@@ -163,3 +163,13 @@ def test_the_walk_reaches_the_secret_actions_and_the_retry_views():
     assert {"rotate_webhook_secret", "drop_previous_webhook_secret", "retry_selected"} <= names
     assert {"retry_failed", "delete_selected"} <= names
     assert {"notifications_needsattention_retry", "notifications_channel_probe"} <= views
+
+
+def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_user_model):
+    person = django_user_model.objects.create_user("looker", is_staff=True)
+    person.user_permissions.add(Permission.objects.get(codename="view_notificationdelivery"))
+    client.force_login(person)
+    assert "data-probe=" not in client.get("/admin/").content.decode()
+    assert client.post("/admin/notifications/channeladdress/probe/telegram/").status_code == 403
+    person.user_permissions.add(Permission.objects.get(codename="view_channeladdress"))
+    assert 'data-probe="telegram"' in client.get("/admin/").content.decode()
