@@ -145,3 +145,66 @@ def test_a_stored_notification_that_cannot_be_rendered_shows_its_key(key, params
     assert (shown.subject, shown.body) == (key, key)
     ok = catalogue.render_or_key(key="welcome", params={"name": "Ада"}, language="ru")
     assert ok.subject == "Добро пожаловать в v10r, Ада"
+
+
+def test_two_transactions_adding_the_same_channel_at_once_make_one_row(transactional_db, user):
+    """The second insert waits on the first's uncommitted row, then skips it: no
+    IntegrityError, whichever commits first. A read-then-insert would see nothing to skip
+    (the first row is not yet committed) and fail once the first commits."""
+    import threading
+
+    from django.db import connection
+
+    from tests.helpers import poll
+
+    notification = send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["email"]
+    )
+    second: dict = {}
+
+    def add_in_a_second_transaction():
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_backend_pid()")
+                    second["pid"] = cursor.fetchone()[0]
+                add_channels(notification=notification, channels=["recording"])
+        except Exception as exc:  # noqa: BLE001 - reported to the test's thread
+            second["error"] = exc
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        add_channels(notification=notification, channels=["recording"])
+        thread = threading.Thread(target=add_in_a_second_transaction)
+        thread.start()
+
+        def waiting_on_our_row() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted",
+                    [second.get("pid", -1)],
+                )
+                return cursor.fetchone()[0] > 0
+
+        assert poll(waiting_on_our_row, seconds=10), "the second insert never waited"
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert "error" not in second, second.get("error")
+    assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
+        "email",
+        "recording",
+    ]
+
+
+def test_adding_channels_is_one_insert_that_skips_what_is_there(db, user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    notification = send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["email"]
+    )
+    with CaptureQueriesContext(connection) as queries:
+        add_channels(notification=notification, channels=["email", "recording"])
+    [insert] = [q["sql"] for q in queries.captured_queries]
+    assert insert.startswith("INSERT") and insert.endswith("ON CONFLICT DO NOTHING")
