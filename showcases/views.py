@@ -218,6 +218,10 @@ def _queue_messages() -> dict:
             "The server did not answer, so the live queue has stopped updating; it tries again "
             "in {seconds} s."
         ),
+        "tryOffline": _("This browser is offline; “Try it” needs the network."),
+        "tryUnreachable": _(
+            "The server could not be reached, so nothing was queued. Try again in a moment."
+        ),
     }
 
 

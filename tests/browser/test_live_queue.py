@@ -160,3 +160,34 @@ def test_when_the_server_does_not_answer_the_live_queue_backs_off_and_says_so(si
     page.unroute("**/showcases/workers/queue/")
     polled(page, timeout_s=8 + POLL_S * 3)
     assert page.is_hidden("[data-queue-note]")
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("en", "This browser is offline; “Try it” needs the network."),
+        ("ru", "Браузер не в сети, а для «Попробовать» нужна сеть."),
+    ],
+)
+def test_try_it_offline_says_it_needs_the_network_and_sends_nothing(site, page, language, said):
+    open_page(page, site, language)
+    errors = console_errors(page)
+    posts: list[str] = []
+
+    def record(request):
+        if request.method == "POST":
+            posts.append(request.url)
+
+    page.on("request", record)
+    page.context.set_offline(True)
+    page.wait_for_selector("[data-queue-note]:not([hidden])")
+    page.click(TRY_BUTTON)
+    page.wait_for_selector("#try-error:not([hidden])")
+    assert try_error(page) == said
+    assert posts == []
+    assert errors == []
+    page.context.set_offline(False)
+    page.wait_for_selector("#try-error", state="hidden")
+    page.click(TRY_BUTTON)
+    page.wait_for_selector("[data-feed-status=pending]")
+    assert csp_violations(page) == []

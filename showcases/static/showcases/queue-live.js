@@ -71,6 +71,8 @@ window.addEventListener("offline", () => {
   say(text.offline);
 });
 window.addEventListener("online", () => {
+  const box = document.getElementById("try-error");
+  if (box?.textContent === text.tryOffline) box.hidden = true;
   delay = POLL_MS;
   poll();
 });
@@ -86,8 +88,27 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     event.detail.isError = false;
   }
 });
+const isTry = (event) => Boolean(event.detail.elt.matches?.(".try-it"));
+
+function refuseTry(message) {
+  const box = document.getElementById("try-error");
+  clearInterval(countdown);
+  box.textContent = message;
+  box.hidden = false;
+}
+
 document.addEventListener("htmx:beforeRequest", (event) => {
-  if (event.detail.elt.matches?.(".try-it")) tries += 1;
+  if (!isTry(event)) return;
+  // Offline the post cannot get through: say so rather than fail in the console.
+  if (navigator.onLine === false) {
+    event.preventDefault();
+    refuseTry(text.tryOffline);
+    return;
+  }
+  tries += 1;
+});
+document.addEventListener("htmx:sendError", (event) => {
+  if (isTry(event)) refuseTry(navigator.onLine === false ? text.tryOffline : text.tryUnreachable);
 });
 
 // --- A refused try -------------------------------------------------------------------------
