@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 
-def _int(name: str, default: int) -> int:
+def _int(name: str, *, default: int, maximum: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -26,6 +26,8 @@ def _int(name: str, default: int) -> int:
         raise SystemExit(f"{name}={raw!r} is not a whole number.") from None
     if value < 1:
         raise SystemExit(f"{name}={raw!r} must be at least 1.")
+    if value > maximum:
+        raise SystemExit(f"{name}={raw!r} must be at most {maximum}.")
     return value
 
 
@@ -93,7 +95,9 @@ worker_class = "gthread"
 
 # One process per CPU: Python code holds the GIL, so more processes than cores would only
 # queue on them. WEB_CONCURRENCY is the name platforms (Heroku, Render, Fly) already set.
-workers = _int("WEB_CONCURRENCY", _cpus())
+# The maxima here guard against a stray zero (WEB_CONCURRENCY=1000 would start a thousand
+# processes, each with Django, NumPy and Numba loaded and its threads' database connections).
+workers = _int("WEB_CONCURRENCY", default=_cpus(), maximum=256)
 
 # No preload_app: each worker imports v10r.wsgi after the fork, and that import warms the
 # palette's Numba loops (showcases/palette.py) before the worker takes its first request.
@@ -104,18 +108,18 @@ preload_app = False
 # While one thread waits on PostgreSQL another runs. Four keeps the database's connection
 # count at workers × 4 (CONN_MAX_AGE keeps one per thread open) and leaves room for the
 # palette analysis, whose Numba loops release the GIL.
-threads = _int("GUNICORN_THREADS", 4)
+threads = _int("GUNICORN_THREADS", default=4, maximum=64)
 
 # For gthread this is the main loop's heartbeat: it kills a process that is wedged, not a
 # request that is slow (nginx's proxy_read_timeout, 60 s, bounds those, and the longest
 # request the app makes itself, a /cron/drain, stops at CRON_DRAIN_SECONDS, 20 s by default).
 # 30 s is gunicorn's default.
-timeout = _int("GUNICORN_TIMEOUT", 30)
+timeout = _int("GUNICORN_TIMEOUT", default=30, maximum=3600)
 
 # On SIGTERM or a restart, requests in flight get this long to finish: longer than a cron
 # drain (20 s) and its last writes, inside the 30 s Kubernetes waits by default before
 # SIGKILL (`docker stop` waits 10 s: pass --time 30).
-graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 25)
+graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", default=25, maximum=3600)
 
 # Longer than nginx's upstream keepalive_timeout (60 s), so the side that closes an idle
 # connection is always nginx: were it gunicorn, nginx could send a request down a connection

@@ -301,3 +301,49 @@ def test_a_plain_http_trial_turns_off_the_redirect_the_secure_cookies_and_hsts(m
     assert trial["SECURE_SSL_REDIRECT"] is False
     assert trial["SESSION_COOKIE_SECURE"] is trial["CSRF_COOKIE_SECURE"] is False
     assert trial["SECURE_HSTS_SECONDS"] == 0
+
+
+@pytest.mark.parametrize(
+    ("variable", "inside", "outside"),
+    [
+        ("WEB_CONCURRENCY", "256", "257"),
+        ("GUNICORN_THREADS", "64", "65"),
+        ("GUNICORN_TIMEOUT", "3600", "3601"),
+        ("GUNICORN_GRACEFUL_TIMEOUT", "3600", "3601"),
+    ],
+)
+def test_gunicorns_own_variables_have_a_maximum_too(variable, inside, outside):
+    def print_config(value: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(BASE_DIR / ".venv" / "bin" / "gunicorn"), "--print-config", "-c"]
+            + ["deploy/gunicorn.conf.py", "v10r.wsgi"],
+            cwd=BASE_DIR,
+            env={**os.environ, variable: value},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert print_config(inside).returncode == 0
+    refused = print_config(outside)
+    assert refused.returncode != 0
+    assert refused.stderr.splitlines() == [f"{variable}='{outside}' must be at most {inside}."]
+
+
+def test_bare_gunicorn_without_the_config_stops_on_a_bad_setting_without_a_traceback():
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "V10R_"))}
+    clean.pop("DATABASE_URL", None)
+    result = subprocess.run(
+        [str(BASE_DIR / ".venv" / "bin" / "gunicorn"), "--no-control-socket", "--bind"]
+        + [f"127.0.0.1:{free_port()}", "v10r.wsgi"],
+        cwd=BASE_DIR,
+        env={**clean, **PRODUCTION, "DELIVERY_CONCURRENCY": "100000"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # gunicorn's own lines stay; the settings' line is there once, and no traceback.
+    assert result.returncode != 0
+    assert result.stderr.count("DELIVERY_CONCURRENCY='100000' must be at most 64") == 1
+    assert "Traceback" not in result.stderr
+    assert "App failed to load" in result.stderr
