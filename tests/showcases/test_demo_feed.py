@@ -132,3 +132,14 @@ def test_a_row_given_up_after_one_send_says_send_in_the_singular(settings, langu
     with translation.override(language):
         text = queue_demo.explain(delivery, loop=loop(), max_attempts=1)
     assert text.startswith(said), text
+
+
+def test_in_german_the_next_look_reads_as_the_versandschleifes_next_run():
+    delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
+    with translation.override("de"):
+        text = note(delivery, loop(ticked_ago=5, interval=15))
+    assert re.fullmatch(
+        r"Die Versandschleife sucht alle 15\xa0s nach fälligen Zeilen; "
+        r"der nächste Durchlauf folgt in etwa (9|10)\xa0s\.",
+        text,
+    ), text
