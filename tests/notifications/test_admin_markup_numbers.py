@@ -10,11 +10,14 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import RequestFactory
 from django.urls import reverse
 
 from notifications import outbox
 from notifications.models import ChannelAddress
-from tests.helpers import make_deliveries, mark_failed, mark_sent
+from tests.helpers import finish, make_deliveries, mark_failed, mark_sent
 
 # Attributes written for people, where a number takes the reader's decimal comma.
 FOR_PEOPLE = {"title", "aria-label", "aria-description", "alt", "placeholder", "content", "value"}
@@ -58,22 +61,34 @@ def markup_numbers(body: str) -> list[str]:
 
 @pytest.fixture
 def busy(user):
-    """An hour of 2 sent and 1 failed: the chart's segments are thirds, never whole pixels."""
-    ids = make_deliveries(user, 4)
-    claims = {c.id: c for c in outbox.claim(batch_size=3)}
-    for delivery_id in ids[:2]:
-        mark_sent(claims[delivery_id], provider_message_id="m")
-    mark_failed(claims[ids[2]], code="BAD_ADDRESS", message="x", retryable=False)
+    """An hour of one sent, one failed and one dead delivery: the chart's segments are thirds
+    of its height, never whole pixels; and a row behind every admin list."""
+    ids = make_deliveries(user, 3)
+    claims = {c.id: c for c in outbox.claim(batch_size=2)}
+    mark_sent(claims[ids[0]], provider_message_id="m")
+    mark_failed(claims[ids[1]], code="BAD_ADDRESS", message="x", retryable=False)
+    finish(ids[2:], status="dead")
     ChannelAddress.objects.create(user=user, channel="webhook", address="https://hooks.example/")
+    Group.objects.create(name="support")
     return ids
 
 
 def pages() -> list[str]:
+    """The public pages, the admin's index, and every admin's list and one row's page."""
     urls = ["/", reverse("showcases:workers"), reverse("admin:index")]
     for model_admin in admin.site._registry.values():
         opts = model_admin.model._meta
         urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+        first = model_admin.get_queryset(superuser_request()).order_by("pk").first()
+        assert first is not None, f"no {opts.label} row to show"
+        urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[first.pk]))
     return urls
+
+
+def superuser_request():
+    request = RequestFactory().get("/")
+    request.user = get_user_model().objects.filter(is_superuser=True).get()
+    return request
 
 
 def test_the_checker_finds_a_comma_decimal_in_an_attribute():
@@ -97,7 +112,8 @@ def test_the_hourly_chart_is_drawn_with_plain_coordinates(admin_client, busy, la
     prefix = "" if language == "en" else f"/{language}"
     body = admin_client.get(prefix + "/admin/").content.decode()
     rects = re.findall(r'<rect class="bar-\w+" x="([^"]+)" y="([^"]+)" width="([^"]+)"', body)
-    assert len(rects) == 2  # this hour's sent and failed
+    assert len(rects) == 3  # this hour's sent, failed and dead
+    assert any("." in value for values in rects for value in values)  # thirds: 53.33
     for values in rects:
         for value in values:
             float(value)  # a comma would not parse
