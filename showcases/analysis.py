@@ -60,9 +60,8 @@ DECODE_QUEUE = 1
 DECODE_WAIT = timedelta(seconds=2)
 RETRY_AFTER = timedelta(seconds=5)
 
-# --- The price in CPU time ---
-# Thread CPU time of analyse() from bytes to palette, per pixel, measured with
-# time.thread_time() on this project's 2-core machine, on photos and flat images of 1.4 to
+# The price in CPU time: analyse()'s thread CPU time from bytes to palette, per pixel, measured
+# with time.thread_time() on this project's 2-core machine, on photos and flat images of 1.4 to
 # 50 MP in each format; rounded up. A faster machine takes less; the budgets are in these units.
 # Whatever the size: Pillow's set-up and the palette of the 720 px result.
 FIXED_MS = 8
@@ -80,12 +79,12 @@ DECODED_NS_PER_PIXEL = 13
 # one's alpha, every WebP through Pillow's animation decoder) 17 to 20.
 WEBP_NS_PER_PIXEL = 12
 WEBP_ARGB_NS_PER_PIXEL = 20
-# One analysis may cost this much: every JPEG a 50 MP camera writes, a 12 MP photo as WebP or
-# RGB PNG; not a 50 MP one-bit PNG (258 ms).
+# One analysis may cost this much: every JPEG a 50 MP camera writes, a 12 MP photo as lossy
+# WebP or RGB PNG; not a 50 MP one-bit PNG (258 ms).
 MAX_ANALYSIS_MS = 200
-# What one client (an IPv4 address or an IPv6 /64) may spend, and all of them together: six
-# clients at their budget take a fifth of a core; the site's budget caps any number of them
-# at 0.3 of one, whichever process or machine they reach.
+# What one client (an IPv4 address or an IPv6 /64) may spend on analyses, and all of them
+# together: six clients at their budget take a fifth of a core; the site's budget caps the
+# analyses of any number of them at 0.3 of one, whichever process or machine they reach.
 CLIENT_BUDGET_MS = 2_000
 CLIENT_BUDGET_WINDOW = timedelta(minutes=1)
 SITE_BUDGET_MS = 3_000
@@ -248,6 +247,9 @@ def analyse(data: bytes, *, client: str | None = None) -> dict:
         / pixels[..., 3].size,
         "decodeMs": (decoded - started) * 1000,
         "analysisMs": (finished - decoded) * 1000,
+        # How many palette passes analysisMs covers: one, as in each browser lane
+        # (image-analysis.js's PASSES), so the page's three "Analysis" times are of the same work.
+        "passes": 1,
         "firstInProcess": next(_analyses) == 0,
     }
 
