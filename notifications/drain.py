@@ -353,7 +353,8 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
 
 @dataclass(frozen=True)
 class Finished:
-    """One send done: the outcome to write, and whether the recipient blocked us."""
+    """One send done: the outcome to write, and whether to stop sending to the address (a
+    blocked bot, a webhook endpoint gone for good)."""
 
     delivery: ClaimedDelivery
     outcome: Outcome
@@ -458,9 +459,7 @@ def _send_one(
             retry_after=exc.retry_after,
             max_attempts=max_attempts,
         )
-        # A blocked bot, or a webhook endpoint that is gone for good: stop sending there.
-        stop_here = exc.deactivate_address or getattr(exc, "disable_endpoint", False)
-        return Finished(delivery, outcome, stop_here)
+        return Finished(delivery, outcome, exc.deactivate_address)
     except Exception as exc:
         # A bug or an unexpected failure in a channel costs one attempt of one row, never
         # the batch.

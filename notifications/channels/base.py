@@ -58,7 +58,8 @@ class ChannelError(Exception):
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
-        # The recipient blocked us (a bot's 403): stop sending to this address at all.
+        # Stop sending to this address at all: the recipient blocked the bot (a 403), or the
+        # webhook endpoint is gone (a 410). The drain deactivates the address.
         self.deactivate_address = deactivate_address
 
 

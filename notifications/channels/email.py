@@ -19,13 +19,10 @@ import contextlib
 import email.errors
 import email.policy
 import functools
-import heapq
-import os
 import re
 import smtplib
 import socket
 import ssl
-import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,6 +39,7 @@ from django.core.mail.backends.smtp import EmailBackend as SMTPBackend
 from django.core.mail.utils import DNS_NAME
 from django.core.validators import validate_email
 
+from notifications.channels import deadlines, pools
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
 # Close a connection nobody has used for this long. Servers drop idle clients after a while
@@ -52,108 +50,24 @@ IDLE_SECONDS = 30.0
 CLOSE_SECONDS = 2.0
 
 
-class _Deadline:
-    """Cut an SMTP conversation off after a total time, not just per socket operation.
-
-    smtplib's timeout bounds each read and write; a server that answers slowly, line by line,
-    could hold a send far longer. When the deadline passes, the watchdog shuts the socket
-    down, so whatever call is blocked on it fails at once.
-    """
+class _Deadline(deadlines.Deadline):
+    """A send's deadline, which cuts the backend's connection and one on its way to it."""
 
     def __init__(self, backend: BaseEmailBackend, seconds: float) -> None:
         self.backend = backend
-        self.at = time.monotonic() + seconds
-        self.expired = False
-        self.over = False  # the send finished: nothing to cut off any more
         self.opening: smtplib.SMTP | None = None  # a connection on its way to the backend
+        super().__init__(at=time.monotonic() + seconds, cut=self._shut)
 
-    def left(self) -> float:
-        return self.at - time.monotonic()
-
-    def expire(self) -> None:
-        self.expired = True
+    def _shut(self) -> None:
         for smtp in (getattr(self.backend, "connection", None), self.opening):
             sock = getattr(smtp, "sock", None)
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
 
-    def check(self) -> None:
-        if self.expired:
-            raise TimeoutError("deadline passed while connecting")
-
-    def __enter__(self) -> _Deadline:
-        _watchdog.watch(self)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        _watchdog.release(self)
-
-
-class _Watchdog:
-    """One thread that expires every deadline whose time has come.
-
-    A timer thread per message would do the same, but starting one costs about as much as
-    the rest of a send on a kept connection."""
-
-    def __init__(self) -> None:
-        self._forget()
-        # A forked child has no watchdog thread, and must never expire its parent's sends.
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._due = threading.Condition()
-        self._heap: list[tuple[float, int, _Deadline]] = []
-        self._thread: threading.Thread | None = None
-
-    def watch(self, deadline: _Deadline) -> None:
-        with self._due:
-            heapq.heappush(self._heap, (deadline.at, id(deadline), deadline))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="email-deadlines", daemon=True
-                )
-                self._thread.start()
-            if self._heap[0][2] is deadline:
-                self._due.notify()  # the earliest now: wake up sooner
-
-    def release(self, deadline: _Deadline) -> None:
-        # Under the lock, so once this returns the watchdog cannot expire it any more.
-        # Its entry stays in the heap until its time, and is dropped then.
-        with self._due:
-            deadline.over = True
-
-    def _run(self) -> None:
-        with self._due:
-            while True:
-                while self._heap and self._heap[0][2].over:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._due.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._due.wait(wait)
-                    continue
-                _, _, deadline = heapq.heappop(self._heap)
-                deadline.expire()  # a shutdown() call: quick, never blocks
-
-
-_watchdog = _Watchdog()
-
 
 class _Dropped(Exception):
     """The connection was found closed before the server was handed the message."""
-
-
-@dataclass
-class _Session:
-    """One sender thread's mail backend, and the connection it keeps open."""
-
-    backend: BaseEmailBackend
-    config: str  # the MAILERS entry it was made from: another entry means another session
-    last_used: float
-    busy: bool = False
 
 
 class EmailChannel(Channel):
@@ -164,14 +78,8 @@ class EmailChannel(Channel):
     mailer = "default"
 
     def __init__(self) -> None:
-        self._forget()
-        # The connections are the parent's: a forked child starts without any (dropping them
-        # closes the child's copies of the sockets, never the parent's connections).
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._sessions: dict[int, _Session] = {}  # by sender thread
-        self._lock = threading.Lock()
+        # Each sender thread's mail backend, and the connection it keeps open.
+        self._backends = pools.Pool(make=lambda: mailers[self.mailer], close=_close)
 
     @property
     def timeout(self) -> float:
@@ -213,32 +121,36 @@ class EmailChannel(Channel):
         except (ValueError, email.errors.MessageError) as exc:
             raise ChannelError("BAD_MESSAGE", str(exc), retryable=False) from None
 
-        session = self._checkout()
-        deadline = _Deadline(session.backend, self.timeout)
+        # Another MAILERS entry means another server: a connection to the old one is no use.
+        with self._backends.checkout(key=repr(settings.MAILERS[self.mailer])) as backend:
+            self._send_within_deadline(backend, letter)
+        return SendResult(provider_message_id=message_id)
+
+    def _send_within_deadline(self, backend: BaseEmailBackend, letter: _Letter) -> None:
+        deadline = _Deadline(backend, self.timeout)
         keep = False
         try:
             with deadline:
-                keep = self._send_on(session, letter, deadline)
+                keep = self._send_on(backend, letter, deadline)
             # Expired just as the server said yes: the email is sent, but the watchdog has
             # shut the socket down.
             keep = keep and not deadline.expired
         except ChannelError:
             raise
         except Exception as exc:
-            keep = _still_usable(session.backend, exc) and not deadline.expired
+            keep = _still_usable(backend, exc) and not deadline.expired
             if deadline.expired:
                 raise ChannelError(
                     "TIMEOUT", f"No reply within {self.timeout:g} s.", retryable=True
                 ) from exc
             raise _classify(exc) from exc
         finally:
-            self._checkin(session, keep=keep)
-        return SendResult(provider_message_id=message_id)
+            if not keep:
+                _discard(backend)
 
-    def _send_on(self, session: _Session, letter: _Letter, deadline: _Deadline) -> bool:
-        """Send on the session's connection, opening one when needed; return whether the
+    def _send_on(self, backend: BaseEmailBackend, letter: _Letter, deadline: _Deadline) -> bool:
+        """Send on the backend's connection, opening one when needed; return whether the
         connection may be kept."""
-        backend = session.backend
         if not isinstance(backend, SMTPBackend):
             # Another kind of mailer (the console, a file, a provider's API): Django's way.
             backend.send_messages([letter.as_django_message()])
@@ -261,52 +173,17 @@ class EmailChannel(Channel):
                 raise again.__cause__ or smtplib.SMTPServerDisconnected("closed") from None
         return True
 
-    # --- The connections each sender thread keeps ------------------------------------------
-
-    def _checkout(self) -> _Session:
-        thread = threading.get_ident()
-        config = repr(settings.MAILERS[self.mailer])
-        stale = None
-        with self._lock:
-            session = self._sessions.get(thread)
-            if session is not None and session.config != config:
-                # The settings changed under us (a test, a reload): a connection to the old
-                # server is no use.
-                stale, session = self._sessions.pop(thread), None
-            if session is None:
-                session = _Session(mailers[self.mailer], config, time.monotonic())
-                self._sessions[thread] = session
-            session.busy = True
-        if stale is not None:
-            _close(stale.backend)
-        return session
-
-    def _checkin(self, session: _Session, *, keep: bool) -> None:
-        if not keep:
-            _discard(session.backend)
-        with self._lock:
-            session.busy = False
-            session.last_used = time.monotonic()
-
     def close_idle(self) -> None:
         """Close the connections no sender has used for IDLE_SECONDS."""
-        self._close_where(lambda s: time.monotonic() - s.last_used >= IDLE_SECONDS)
+        self._backends.close_idle(seconds=IDLE_SECONDS)
 
     def close(self) -> None:
         """Close every connection not in use: the worker is stopping."""
-        self._close_where(lambda s: True)
-
-    def _close_where(self, test) -> None:
-        with self._lock:
-            closing = [t for t, s in self._sessions.items() if not s.busy and test(s)]
-            sessions = [self._sessions.pop(t) for t in closing]
-        for session in sessions:
-            _close(session.backend)
+        self._backends.close()
 
     def open_connections(self) -> int:
         """How many connections the sender threads hold open now."""
-        with self._lock:
-            return sum(1 for s in self._sessions.values() if getattr(s.backend, "connection", None))
+        return sum(1 for b in self._backends.items() if getattr(b, "connection", None))
 
 
 @dataclass(frozen=True)

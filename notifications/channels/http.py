@@ -2,41 +2,39 @@
 
 Every request runs against a deadline that covers all of it: resolving the name, connecting,
 TLS, sending, and reading the reply. Per-operation timeouts are not enough, since a server
-that sends one byte a second never lets a read wait long; so a watchdog thread shuts the
-socket down when the deadline passes, and whatever call is blocked on it fails at once.
-Redirects are never followed (the configured URL is wrong, and following one could lead a
-webhook somewhere netguard never checked), and at most MAX_BODY_BYTES of a reply are read.
+that sends one byte a second never lets a read wait long; so the channels' watchdog thread
+(deadlines) shuts the socket down when the deadline passes, and whatever call is blocked on
+it fails at once. Redirects are never followed (the configured URL is wrong, and following
+one could lead a webhook somewhere netguard never checked), and at most MAX_BODY_BYTES of a
+reply are read.
 
-Each sender thread keeps one connection per origin from one send to the next, so a busy
-queue pays the connect and the TLS handshake once per thread. The worker closes those idle
-for IDLE_SECONDS, and all of them when it stops.
+Each sender thread keeps one connection per origin from one send to the next (pools), so a
+busy queue pays the connect and the TLS handshake once per thread. The worker closes those
+idle for IDLE_SECONDS, and all of them when it stops.
 
 Built on urllib3's connection classes rather than on httpx. Neither bounds a whole exchange
-(both time each connect and each read, not the total), so the deadline is this module's
+(both time each connect and each read, not the total), so the deadline is the channels' own
 either way; what decides is where the socket is made. urllib3's connection has one method
 that opens the TCP connection, which this module overrides to connect to the address
 netguard checked while the Host header, SNI and the certificate check keep the URL's name,
 and to keep the handle the watchdog cuts. httpx buries the same step two libraries down
 (httpcore's network backend, behind a transport with no public way to reach it), and comes
 with five other packages where urllib3 needs none. urllib3's pools, retries and redirects
-are not used: each sender thread's connections are kept here, and a failed send is the
-outbox's to retry.
+are not used: each sender thread's connections are kept in the channels' own pool, and a
+failed send is the outbox's to retry.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import http.client
 import json
 import math
-import os
 import re
 import socket
 import ssl
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -48,7 +46,7 @@ from urllib.parse import quote
 import urllib3.exceptions
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
-from notifications.channels import netguard
+from notifications.channels import deadlines, netguard, pools
 from notifications.channels.base import ChannelError
 
 # Enough for any reply the channels read (a message id, an error description); a server
@@ -86,28 +84,11 @@ class Peer(StrEnum):
 
 
 class HttpChannelError(ChannelError):
-    """A ChannelError that can also say the webhook endpoint itself should be switched off
-    (it answered 410 Gone), and which HTTP status, if any, it came from."""
+    """A ChannelError that also says which HTTP status, if any, it came from."""
 
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        retryable: bool,
-        retry_after: timedelta | None = None,
-        deactivate_address: bool = False,
-        disable_endpoint: bool = False,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(
-            code,
-            message,
-            retryable=retryable,
-            retry_after=retry_after,
-            deactivate_address=deactivate_address,
-        )
-        self.disable_endpoint = disable_endpoint
+    def __init__(self, code: str, message: str, *, status: int | None = None, **options) -> None:
+        # options: ChannelError's own (retryable, retry_after, deactivate_address).
+        super().__init__(code, message, **options)
         self.status = status
 
 
@@ -153,7 +134,7 @@ def classify(
 
     3xx: a permanent configuration error. 408, 425, 429 and 5xx: retryable, with the
     server's Retry-After. A bot's recipient who blocked it (Telegram's 403, Discord's 50007)
-    deactivates the address; a webhook's 410 disables the endpoint; other 4xx are permanent.
+    and a webhook's 410 Gone deactivate the address; other 4xx are permanent.
     """
     status = response.status
     if 200 <= status < 300:
@@ -194,7 +175,7 @@ def classify(
         )
     if peer == Peer.WEBHOOK and status == 410:
         return HttpChannelError(
-            "ENDPOINT_GONE", detail, retryable=False, disable_endpoint=True, status=status
+            "ENDPOINT_GONE", detail, retryable=False, deactivate_address=True, status=status
         )
     return HttpChannelError(f"HTTP_{status}", detail, retryable=False, status=status)
 
@@ -277,77 +258,6 @@ def _detail(response: Response) -> str:
 
 def _printable(text: str) -> str:
     return _CONTROL.sub(" ", text)
-
-
-# --- The deadline ------------------------------------------------------------------------
-
-
-class _Cut:
-    """One request's deadline: once it passes, the watchdog shuts the request's socket."""
-
-    def __init__(self, link: _Link, at: float) -> None:
-        self.link = link
-        self.at = at
-        self.expired = False
-        self.over = False  # the request finished: nothing to cut any more
-
-    def expire(self) -> None:
-        self.expired = True
-        self.link.shutdown()
-
-
-class _Watchdog:
-    """One thread that expires every deadline whose time has come.
-
-    A timer thread per request would do the same, but starting one costs about as much as
-    a request on a kept connection."""
-
-    def __init__(self) -> None:
-        self._forget()
-        # A forked child has no watchdog thread, and must never cut its parent's sockets.
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._due = threading.Condition()
-        self._heap: list[tuple[float, int, _Cut]] = []
-        self._thread: threading.Thread | None = None
-
-    @contextlib.contextmanager
-    def watching(self, cut: _Cut):
-        with self._due:
-            heapq.heappush(self._heap, (cut.at, id(cut), cut))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="http-deadlines", daemon=True
-                )
-                self._thread.start()
-            if self._heap[0][2] is cut:
-                self._due.notify()  # the earliest now: wake up sooner
-        try:
-            yield cut
-        finally:
-            # Under the lock, so that once this returns the watchdog cannot cut it any more.
-            # The entry stays in the heap until its time, and is dropped then.
-            with self._due:
-                cut.over = True
-
-    def _run(self) -> None:
-        with self._due:
-            while True:
-                while self._heap and self._heap[0][2].over:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._due.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._due.wait(wait)
-                    continue
-                _, _, cut = heapq.heappop(self._heap)
-                cut.expire()  # a shutdown() call: quick, never blocks
-
-
-_watchdog = _Watchdog()
 
 
 def _resolve_within(resolve: Callable[[], list], *, host: str, seconds: float) -> list:
@@ -448,12 +358,10 @@ class _Link:
 
 
 @dataclass
-class _Session:
+class _Origins:
     """One sender thread's connections, by origin, the most recently used last."""
 
     links: dict[tuple[str, str, int], _Link] = field(default_factory=dict)
-    last_used: float = field(default_factory=time.monotonic)
-    busy: bool = False
 
     def close(self) -> None:
         for link in self.links.values():
@@ -485,16 +393,7 @@ class Client:
         self.user_agent = user_agent
         self.max_body_bytes = max_body_bytes
         self._ssl_context = ssl_context
-        self._forget()
-        # The connections are the parent's: a forked child starts without any (forgetting
-        # them never closes the parent's). A weak reference, so that the hook does not keep
-        # every client ever made alive.
-        this = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (client := this()) and client._forget())
-
-    def _forget(self) -> None:
-        self._sessions: dict[int, _Session] = {}  # by sender thread
-        self._lock = threading.Lock()
+        self._origins = pools.Pool(make=_Origins, close=_Origins.close)
 
     @property
     def worst_case(self) -> timedelta:
@@ -538,19 +437,14 @@ class Client:
             )
         sent_headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
         sent_headers.update(headers or {})
-        session = self._checkout()
-        try:
+        with self._origins.checkout() as origins:
             return self._request_on(
-                session, destination, method, sent_headers, body, until=until, secrets=secrets
+                origins, destination, method, sent_headers, body, until=until, secrets=secrets
             )
-        finally:
-            with self._lock:
-                session.busy = False
-                session.last_used = time.monotonic()
 
     def _request_on(
         self,
-        session: _Session,
+        origins: _Origins,
         destination: netguard.Destination,
         method: str,
         headers: dict[str, str],
@@ -559,12 +453,12 @@ class Client:
         until: float,
         secrets: Sequence[str],
     ) -> Response:
-        link = self._link(session, destination)
+        link = self._link(origins, destination)
         started = time.monotonic()
-        cut = _Cut(link, until)
+        deadline = deadlines.Deadline(at=until, cut=link.shutdown)
         keep = False
         try:
-            with _watchdog.watching(cut):
+            with deadline:
                 conn = link.conn
                 conn.until = until
                 # Every read and write may wait at most until the deadline; the watchdog
@@ -582,10 +476,10 @@ class Client:
                 )
                 raw = conn.getresponse()
                 content, complete = self._read_body(raw, until)
-                complete = complete and not cut.expired
+                complete = complete and not deadline.expired
                 if not complete:
                     raw.close()
-            keep = complete and not cut.expired and link.is_open
+            keep = complete and not deadline.expired and link.is_open
             return Response(
                 status=raw.status,
                 reason=raw.reason or "",
@@ -597,7 +491,7 @@ class Client:
         except HttpChannelError:
             raise
         except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as exc:
-            if cut.expired:
+            if deadline.expired:
                 raise HttpChannelError(
                     "HTTP_TIMEOUT",
                     f"No reply from {destination.host} within {self.total_seconds:g} s.",
@@ -606,7 +500,7 @@ class Client:
             raise _transport_error(exc, host=destination.host, secrets=secrets) from exc
         finally:
             if not keep:
-                session.links.pop(_origin(destination), None)
+                origins.links.pop(_origin(destination), None)
                 link.discard()
 
     def _read_body(self, raw: urllib3.BaseHTTPResponse, until: float) -> tuple[bytes, bool]:
@@ -667,20 +561,11 @@ class Client:
 
     # --- The connections each sender thread keeps --------------------------------------
 
-    def _checkout(self) -> _Session:
-        thread = threading.get_ident()
-        with self._lock:
-            session = self._sessions.get(thread)
-            if session is None:
-                session = self._sessions[thread] = _Session()
-            session.busy = True
-        return session
-
-    def _link(self, session: _Session, destination: netguard.Destination) -> _Link:
+    def _link(self, origins: _Origins, destination: netguard.Destination) -> _Link:
         """The thread's connection to destination's origin: the kept one when it is still
         open, else a new one (made, not yet connected)."""
         origin = _origin(destination)
-        link = session.links.pop(origin, None)
+        link = origins.links.pop(origin, None)
         # A kept connection the server has closed (or sent something unasked on) since it
         # was last used is readable: it cannot carry a request.
         if link is not None and not (link.is_open and link.conn.is_connected):
@@ -688,9 +573,9 @@ class Client:
             link = None
         if link is None:
             link = _Link(self._new_connection(destination))
-        session.links[origin] = link
-        while len(session.links) > ORIGINS_PER_THREAD:
-            session.links.pop(next(iter(session.links))).discard()
+        origins.links[origin] = link
+        while len(origins.links) > ORIGINS_PER_THREAD:
+            origins.links.pop(next(iter(origins.links))).discard()
         return link
 
     def _new_connection(
@@ -707,24 +592,16 @@ class Client:
 
     def close_idle(self) -> None:
         """Close the connections of sender threads that have not sent for IDLE_SECONDS."""
-        self._close_where(lambda s: time.monotonic() - s.last_used >= IDLE_SECONDS)
+        self._origins.close_idle(seconds=IDLE_SECONDS)
 
     def close(self) -> None:
         """Close every connection not in use: the worker is stopping."""
-        self._close_where(lambda s: True)
-
-    def _close_where(self, test: Callable[[_Session], bool]) -> None:
-        with self._lock:
-            closing = [t for t, s in self._sessions.items() if not s.busy and test(s)]
-            sessions = [self._sessions.pop(t) for t in closing]
-        for session in sessions:
-            session.close()
+        self._origins.close()
 
     def open_connections(self) -> int:
         """How many connections the sender threads hold open now."""
-        with self._lock:
-            sessions = list(self._sessions.values())
-        return sum(link.is_open for s in sessions for link in list(s.links.values()))
+        kept = self._origins.items()
+        return sum(link.is_open for origins in kept for link in list(origins.links.values()))
 
 
 def _origin(destination: netguard.Destination) -> tuple[str, str, int]:

@@ -4,12 +4,18 @@ drain_outbox process to loopback peers, each message exactly once."""
 
 from __future__ import annotations
 
+import threading
+import time
+from datetime import timedelta
+
 import pytest
 from django.core import checks
 
 from notifications import channels, enqueue, worker
-from notifications.channels import signing
+from notifications.channels import deadlines, signing
+from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.discord import DiscordChannel
+from notifications.channels.email import EmailChannel
 from notifications.channels.telegram import TelegramChannel
 from notifications.channels.webhook import WebhookChannel
 from notifications.models import ChannelAddress, NotificationDelivery, WebhookSecret
@@ -156,6 +162,46 @@ def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(d
     assert (body["type"], body["key"], body["params"]) == ("welcome", "queue.demo", {"label": "x"})
     delivery = NotificationDelivery.objects.get()
     assert request.headers["webhook-id"] == str(delivery.pk)
+
+
+def test_one_watchdog_thread_cuts_the_slow_conversations_of_every_channel(settings, smtp_server):
+    """An SMTP server that takes 0.6 s over each reply and a Bot API that trickles, talked to
+    at once: each send ends at its own one-second deadline, and one thread cut them both."""
+    settings.MAILERS = {"default": smtp_server.mailer(timeout=1.0)}
+    smtp_server.mailbox.step_delay = 0.6  # each reply within the socket timeout, not all three
+    bot_api = TelegramPeer(token=TOKEN)
+    bot_api.behaviour = Behaviour.TRICKLE
+    email = EmailChannel()
+    telegram = TelegramChannel(
+        base_url=bot_api.base_url, token=TOKEN, total_timeout=timedelta(seconds=1)
+    )
+    message = {"delivery_id": 1, "subject": "S", "body": "B", "action_url": "", "language": "en"}
+    sends = {"email": (email, "ada@example.com"), "telegram": (telegram, "42")}
+    ended = {}
+
+    def timed(name):
+        channel, address = sends[name]
+        started = time.monotonic()
+        try:
+            channel.send(Outgoing(channel=name, address=address, **message))
+        except ChannelError as exc:
+            ended[name] = (exc.code, time.monotonic() - started)
+
+    threads = [threading.Thread(target=timed, args=(name,)) for name in sends]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+    finally:
+        email.close()
+        telegram.close()
+        bot_api.stop()
+    assert sorted(ended) == ["email", "telegram"]
+    assert ended["email"][0] == "TIMEOUT" and ended["email"][1] < 1.5
+    assert ended["telegram"][0] == "HTTP_TIMEOUT" and ended["telegram"][1] < 1.5
+    watchdogs = [t.name for t in threading.enumerate() if "deadlines" in t.name]
+    assert watchdogs == [deadlines.THREAD_NAME]
 
 
 def test_a_drain_process_delivers_a_mixed_batch_once_each(

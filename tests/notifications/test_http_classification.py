@@ -37,24 +37,24 @@ DISCORD_50007 = {"message": "Cannot send messages to this user", "code": 50007}
 
 
 @pytest.mark.parametrize(
-    ("peer", "response", "code", "retryable", "retry_after", "deactivate", "disable"),
+    ("peer", "response", "code", "retryable", "retry_after", "deactivate"),
     [
         # 2xx: sent, whatever the body says
-        (Peer.TELEGRAM, reply(200, {"ok": True}), None, None, None, None, None),
-        (Peer.WEBHOOK, reply(201), None, None, None, None, None),
-        (Peer.WEBHOOK, reply(204), None, None, None, None, None),
-        (Peer.WEBHOOK, reply(299, b"<html>"), None, None, None, None, None),
+        (Peer.TELEGRAM, reply(200, {"ok": True}), None, None, None, None),
+        (Peer.WEBHOOK, reply(201), None, None, None, None),
+        (Peer.WEBHOOK, reply(204), None, None, None, None),
+        (Peer.WEBHOOK, reply(299, b"<html>"), None, None, None, None),
         # 3xx: never followed, a configuration error
-        (Peer.WEBHOOK, reply(301, Location="https://a/"), "HTTP_REDIRECT", False, None, 0, 0),
-        (Peer.WEBHOOK, reply(302, Location="/elsewhere"), "HTTP_REDIRECT", False, None, 0, 0),
-        (Peer.TELEGRAM, reply(307), "HTTP_REDIRECT", False, None, False, False),
-        (Peer.DISCORD, reply(308, Location="https://b/"), "HTTP_REDIRECT", False, None, 0, 0),
+        (Peer.WEBHOOK, reply(301, Location="https://a/"), "HTTP_REDIRECT", False, None, 0),
+        (Peer.WEBHOOK, reply(302, Location="/elsewhere"), "HTTP_REDIRECT", False, None, 0),
+        (Peer.TELEGRAM, reply(307), "HTTP_REDIRECT", False, None, False),
+        (Peer.DISCORD, reply(308, Location="https://b/"), "HTTP_REDIRECT", False, None, 0),
         # Retryable 4xx and 5xx, with the server's wait (capped at an hour) or none
-        (Peer.WEBHOOK, reply(408), "HTTP_408", True, None, False, False),
-        (Peer.WEBHOOK, reply(425), "HTTP_425", True, None, False, False),
-        (Peer.WEBHOOK, reply(429, Retry_After="120"), "HTTP_429", True, 120, False, False),
-        (Peer.WEBHOOK, reply(429, Retry_After="86400"), "HTTP_429", True, 3600, False, False),
-        (Peer.WEBHOOK, reply(429, Retry_After="soon"), "HTTP_429", True, None, False, False),
+        (Peer.WEBHOOK, reply(408), "HTTP_408", True, None, False),
+        (Peer.WEBHOOK, reply(425), "HTTP_425", True, None, False),
+        (Peer.WEBHOOK, reply(429, Retry_After="120"), "HTTP_429", True, 120, False),
+        (Peer.WEBHOOK, reply(429, Retry_After="86400"), "HTTP_429", True, 3600, False),
+        (Peer.WEBHOOK, reply(429, Retry_After="soon"), "HTTP_429", True, None, False),
         (
             Peer.WEBHOOK,  # an HTTP-date 90 s after NOW
             reply(503, Retry_After="Sun, 01 Mar 2026 12:01:30 GMT"),
@@ -62,12 +62,11 @@ DISCORD_50007 = {"message": "Cannot send messages to this user", "code": 50007}
             True,
             90,
             False,
-            False,
         ),
-        (Peer.WEBHOOK, reply(500), "HTTP_500", True, None, False, False),
-        (Peer.WEBHOOK, reply(502), "HTTP_502", True, None, False, False),
-        (Peer.WEBHOOK, reply(504), "HTTP_504", True, None, False, False),
-        (Peer.TELEGRAM, reply(599), "HTTP_599", True, None, False, False),
+        (Peer.WEBHOOK, reply(500), "HTTP_500", True, None, False),
+        (Peer.WEBHOOK, reply(502), "HTTP_502", True, None, False),
+        (Peer.WEBHOOK, reply(504), "HTTP_504", True, None, False),
+        (Peer.TELEGRAM, reply(599), "HTTP_599", True, None, False),
         # Telegram's 429 says when in its body too; the header wins when both are there
         (
             Peer.TELEGRAM,
@@ -76,7 +75,6 @@ DISCORD_50007 = {"message": "Cannot send messages to this user", "code": 50007}
             True,
             7,
             False,
-            False,
         ),
         (
             Peer.TELEGRAM,
@@ -84,7 +82,6 @@ DISCORD_50007 = {"message": "Cannot send messages to this user", "code": 50007}
             "HTTP_429",
             True,
             9,
-            False,
             False,
         ),
         # Discord's body gives fractions of a second; a header that is garbage gives way
@@ -95,36 +92,33 @@ DISCORD_50007 = {"message": "Cannot send messages to this user", "code": 50007}
             True,
             2.5,
             False,
-            False,
         ),
-        (Peer.DISCORD, reply(429, {"retry_after": -1}), "HTTP_429", True, None, False, False),
-        (Peer.DISCORD, reply(429, {"retry_after": True}), "HTTP_429", True, None, False, False),
+        (Peer.DISCORD, reply(429, {"retry_after": -1}), "HTTP_429", True, None, False),
+        (Peer.DISCORD, reply(429, {"retry_after": True}), "HTTP_429", True, None, False),
         # A recipient who blocked the bot: permanent, and the address is switched off
-        (Peer.TELEGRAM, reply(403, TELEGRAM_BLOCKED), "BOT_BLOCKED", False, None, True, False),
-        (Peer.TELEGRAM, reply(403), "BOT_BLOCKED", False, None, True, False),
-        (Peer.DISCORD, reply(403, DISCORD_50007), "BOT_BLOCKED", False, None, True, False),
-        (Peer.DISCORD, reply(400, DISCORD_50007), "BOT_BLOCKED", False, None, True, False),
-        (Peer.DISCORD, reply(403, {"code": 50013}), "HTTP_403", False, None, False, False),
-        (Peer.DISCORD, reply(404, DISCORD_50007), "HTTP_404", False, None, False, False),
+        (Peer.TELEGRAM, reply(403, TELEGRAM_BLOCKED), "BOT_BLOCKED", False, None, True),
+        (Peer.TELEGRAM, reply(403), "BOT_BLOCKED", False, None, True),
+        (Peer.DISCORD, reply(403, DISCORD_50007), "BOT_BLOCKED", False, None, True),
+        (Peer.DISCORD, reply(400, DISCORD_50007), "BOT_BLOCKED", False, None, True),
+        (Peer.DISCORD, reply(403, {"code": 50013}), "HTTP_403", False, None, False),
+        (Peer.DISCORD, reply(404, DISCORD_50007), "HTTP_404", False, None, False),
         # A webhook's 403 is the receiver refusing us, not a person blocking a bot
-        (Peer.WEBHOOK, reply(403, TELEGRAM_BLOCKED), "HTTP_403", False, None, False, False),
-        # 410 from a webhook: the endpoint is gone for good
-        (Peer.WEBHOOK, reply(410), "ENDPOINT_GONE", False, None, False, True),
-        (Peer.TELEGRAM, reply(410), "HTTP_410", False, None, False, False),
+        (Peer.WEBHOOK, reply(403, TELEGRAM_BLOCKED), "HTTP_403", False, None, False),
+        # 410 from a webhook: the endpoint is gone for good, and its address switched off
+        (Peer.WEBHOOK, reply(410), "ENDPOINT_GONE", False, None, True),
+        (Peer.TELEGRAM, reply(410), "HTTP_410", False, None, False),
         # Other 4xx: permanent
-        (Peer.TELEGRAM, reply(400, {"description": "chat not found"}), "HTTP_400", 0, None, 0, 0),
-        (Peer.TELEGRAM, reply(401), "HTTP_401", False, None, False, False),
-        (Peer.DISCORD, reply(404), "HTTP_404", False, None, False, False),
-        (Peer.WEBHOOK, reply(413), "HTTP_413", False, None, False, False),
-        (Peer.WEBHOOK, reply(422), "HTTP_422", False, None, False, False),
-        (Peer.WEBHOOK, reply(451), "HTTP_451", False, None, False, False),
+        (Peer.TELEGRAM, reply(400, {"description": "chat not found"}), "HTTP_400", 0, None, 0),
+        (Peer.TELEGRAM, reply(401), "HTTP_401", False, None, False),
+        (Peer.DISCORD, reply(404), "HTTP_404", False, None, False),
+        (Peer.WEBHOOK, reply(413), "HTTP_413", False, None, False),
+        (Peer.WEBHOOK, reply(422), "HTTP_422", False, None, False),
+        (Peer.WEBHOOK, reply(451), "HTTP_451", False, None, False),
         # Outside HTTP's classes: nothing to retry
-        (Peer.WEBHOOK, reply(600), "HTTP_600", False, None, False, False),
+        (Peer.WEBHOOK, reply(600), "HTTP_600", False, None, False),
     ],
 )
-def test_each_reply_is_classified(
-    peer, response, code, retryable, retry_after, deactivate, disable
-):
+def test_each_reply_is_classified(peer, response, code, retryable, retry_after, deactivate):
     error = http.classify(response, peer=peer, now=NOW)
     if code is None:
         assert error is None
@@ -133,7 +127,7 @@ def test_each_reply_is_classified(
     assert error.status == response.status
     wait = None if retry_after is None else timedelta(seconds=retry_after)
     assert error.retry_after == wait
-    assert (error.deactivate_address, error.disable_endpoint) == (bool(deactivate), bool(disable))
+    assert error.deactivate_address is bool(deactivate)
 
 
 @pytest.mark.parametrize(

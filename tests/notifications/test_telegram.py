@@ -93,7 +93,6 @@ def test_each_misbehaviour_is_the_error_it_means_and_never_shows_the_token(
     assert (error.code, error.retryable) == (code, retryable)
     assert error.retry_after == retry_after
     assert error.deactivate_address is deactivate
-    assert error.disable_endpoint is False
     assert len(api.requests) == 1  # nothing retried or followed in the same send
 
 

@@ -122,7 +122,7 @@ def test_a_retry_keeps_the_webhook_id_and_signs_afresh(receiver, channel):
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "code", "retryable", "retry_after", "disable"),
+    ("behaviour", "code", "retryable", "retry_after", "deactivate"),
     [
         (Behaviour.RATE_LIMITED, "HTTP_429", True, timedelta(seconds=120), False),
         (Behaviour.UNAVAILABLE, "HTTP_503", True, None, False),
@@ -134,14 +134,13 @@ def test_a_retry_keeps_the_webhook_id_and_signs_afresh(receiver, channel):
     ],
 )
 def test_each_misbehaviour_is_the_error_it_means(
-    receiver, channel, behaviour, code, retryable, retry_after, disable
+    receiver, channel, behaviour, code, retryable, retry_after, deactivate
 ):
     receiver.behaviour = behaviour
     error = failure(channel, outgoing(receiver))
     assert (error.code, error.retryable) == (code, retryable)
     assert error.retry_after == retry_after
-    assert error.disable_endpoint is disable
-    assert error.deactivate_address is False
+    assert error.deactivate_address is deactivate
     assert len(receiver.requests) == 1  # a redirect is not followed
 
 
