@@ -33,6 +33,7 @@ db-stop: $(VENV)/.installed
 	$(PY) -m v10r.embedded_postgresql stop
 
 # Needs GNU gettext; the compiled .mo files are committed so nobody else does.
+messages: export DJANGO_DEBUG := 1
 messages: $(VENV)/.installed
 	$(PY) manage.py makemessages -l ru -l de --ignore '.venv/*' && $(PY) manage.py compilemessages --ignore '.venv/*'
 
