@@ -25,7 +25,7 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,bench]' && npm install --prefix bench --no-audit --no-fund --silent
 	$(PY) bench/drain_throughput.py && $(PY) bench/palette.py && $(PY) bench/admin_pages.py
-	$(PY) bench/upload_memory.py && $(PY) bench/slow_clients.py
+	$(PY) bench/upload_memory.py && $(PY) bench/slow_clients.py && $(PY) bench/lane_cpu.py
 	$(PY) bench/email_throughput.py && $(PY) bench/webhook_throughput.py && $(PY) bench/browser_lanes.py
 	$(PY) bench/claim_latency.py
 
