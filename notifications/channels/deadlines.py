@@ -39,6 +39,13 @@ class Deadline:
     def left(self) -> float:
         return self.at - time.monotonic()
 
+    @property
+    def passed(self) -> bool:
+        """Whether the time is up: expired, or about to be. A socket timeout set to the time
+        left ends at the same moment, and can beat the watchdog to it on a busy machine; a
+        failure then is the deadline's all the same."""
+        return self.expired or time.monotonic() >= self.at
+
     def check(self) -> None:
         """Raise TimeoutError when the deadline has passed: for a step that a cut socket
         would not interrupt (one that has not used the socket yet)."""

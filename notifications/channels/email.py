@@ -66,6 +66,10 @@ class _Deadline(deadlines.Deadline):
                     sock.shutdown(socket.SHUT_RDWR)
 
 
+# What smtplib raises for a server's reply, as opposed to a failure to get one.
+_REPLIES = (smtplib.SMTPResponseException, smtplib.SMTPRecipientsRefused)
+
+
 class _Dropped(Exception):
     """The connection was found closed before the server was handed the message."""
 
@@ -139,7 +143,11 @@ class EmailChannel(Channel):
             raise
         except Exception as exc:
             keep = _still_usable(backend, exc) and not deadline.expired
-            if deadline.expired:
+            # A reply (a refusal) says what it says even at the last moment; anything else
+            # once the time is up is the deadline's, though smtplib may call a socket
+            # timeout a disconnection.
+            answered = isinstance(exc, _REPLIES)
+            if deadline.expired or (deadline.passed and not answered):
                 raise ChannelError(
                     "TIMEOUT", f"No reply within {self.timeout:g} s.", retryable=True
                 ) from exc

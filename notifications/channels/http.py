@@ -491,7 +491,7 @@ class Client:
         except HttpChannelError:
             raise
         except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as exc:
-            if deadline.expired:
+            if deadline.passed:
                 raise HttpChannelError(
                     "HTTP_TIMEOUT",
                     f"No reply from {destination.host} within {self.total_seconds:g} s.",
