@@ -22,9 +22,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 
 class Behaviour(StrEnum):
@@ -377,6 +380,31 @@ class DiscordPeer(HTTPPeer):
         if not request.path.endswith("/messages"):
             return self.ok(request)
         return json_reply(403, {"message": "Cannot send messages to this user", "code": 50007})
+
+
+def bot_fixtures(peer_class: type[HTTPPeer], channel_class: type, *, token: str, deadline: float):
+    """The api and channel fixtures of a bot channel's tests: the provider's API on loopback,
+    and the channel pointed at it, with a connect timeout of half a second and a deadline of
+    deadline seconds. Assign both in the test module: api, channel = bot_fixtures(...)."""
+
+    @pytest.fixture
+    def api():
+        peer = peer_class(token=token)
+        yield peer
+        peer.stop()
+
+    @pytest.fixture
+    def channel(api):
+        made = channel_class(
+            base_url=api.base_url,
+            token=token,
+            connect_timeout=timedelta(seconds=0.5),
+            total_timeout=timedelta(seconds=deadline),
+        )
+        yield made
+        made.close()
+
+    return api, channel
 
 
 class WebhookReceiver(HTTPPeer):

@@ -7,12 +7,11 @@ Both requests share one deadline and, on a kept connection, one TCP connection.
 
 from __future__ import annotations
 
-import json
 import re
-from datetime import timedelta
 
 from notifications.channels import http
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from notifications.channels.base import Outgoing
+from notifications.channels.bots import BotChannel
 
 DEFAULT_BASE_URL = "https://discord.com/api/v10"
 # Discord asks bots for a User-Agent of the form "DiscordBot ($url, $version)".
@@ -23,121 +22,44 @@ DESCRIPTION_LIMIT = 4096
 _SNOWFLAKE = re.compile(r"\d{1,20}")
 
 
-class DiscordChannel(Channel):
-    """Sends through a bot; without a token every send fails, permanently, saying so."""
-
+class DiscordChannel(BotChannel):
     name = "discord"
-    address_source = AddressSource.CHANNEL_ADDRESS
+    title = "Discord"
+    peer = http.Peer.DISCORD
+    default_base_url = DEFAULT_BASE_URL
+    base_url_setting = "DISCORD_API_BASE_URL"
+    token_setting = "DISCORD_BOT_TOKEN"
+    user_agent = USER_AGENT
+    address_pattern = _SNOWFLAKE
+    address_kind = "a Discord user id"
+    identity_path = "/users/@me"
 
-    def __init__(
-        self,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        token: str | None = None,
-        connect_timeout: timedelta = timedelta(seconds=5),
-        total_timeout: timedelta = timedelta(seconds=10),
-        user_agent: str = USER_AGENT,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token or None
-        self.client = http.Client(
-            connect_timeout=connect_timeout, total_timeout=total_timeout, user_agent=user_agent
-        )
+    def authorization(self, token: str) -> dict[str, str]:
+        return {"Authorization": f"Bot {token}"}
 
-    @classmethod
-    def from_settings(cls) -> DiscordChannel:
-        from django.conf import settings
-
-        return cls(
-            base_url=settings.DISCORD_API_BASE_URL,
-            token=settings.DISCORD_BOT_TOKEN,
-            connect_timeout=timedelta(seconds=settings.DELIVERY_HTTP_CONNECT_TIMEOUT),
-            total_timeout=timedelta(seconds=settings.DELIVERY_HTTP_TOTAL_TIMEOUT),
-        )
-
-    @property
-    def worst_case(self) -> timedelta:
-        # One deadline covers both requests.
-        return self.client.worst_case
-
-    def send(self, outgoing: Outgoing) -> SendResult:
-        token = self._token()
-        user_id = outgoing.address.strip()
-        if not _SNOWFLAKE.fullmatch(user_id):
-            raise ChannelError(
-                "BAD_ADDRESS",
-                f"{outgoing.address[:64]!r} is not a Discord user id.",
-                retryable=False,
-            )
-        deadline = self.client.deadline()
-        opened = self._call(
-            token, "POST", "/users/@me/channels", {"recipient_id": user_id}, deadline=deadline
+    def deliver(self, token: str, *, recipient: str, outgoing: Outgoing, deadline: float) -> str:
+        opened = self.call(
+            token, "POST", "/users/@me/channels", {"recipient_id": recipient}, deadline=deadline
         )
         channel_id = _field(opened, "id")
-        if channel_id is None or not _SNOWFLAKE.fullmatch(channel_id):
+        if not _SNOWFLAKE.fullmatch(channel_id):
             # Nothing has been posted yet, so trying again cannot send twice.
             raise http.HttpChannelError(
                 "DISCORD_BAD_REPLY",
                 "Opening the DM channel answered without its id.",
                 retryable=True,
             )
-        posted = self._call(
+        posted = self.call(
             token,
             "POST",
             f"/channels/{channel_id}/messages",
             message(subject=outgoing.subject, body=outgoing.body, action_url=outgoing.action_url),
             deadline=deadline,
         )
-        # Posted even if the reply was cut short; the id is then the delivery's own.
-        return SendResult(
-            provider_message_id=_field(posted, "id") or f"delivery-{outgoing.delivery_id}"
-        )
+        return _field(posted, "id")
 
-    def probe(self) -> http.Probe:
-        """Ask who the bot is (GET /users/@me): the round trip's seconds and its username."""
-        token = self._token()
-        response = self._call(token, "GET", "/users/@me", None, deadline=None)
-        username = _field(response, "username")
-        if not username:
-            raise http.HttpChannelError(
-                "DISCORD_BAD_REPLY", "/users/@me answered without a username.", retryable=True
-            )
-        return http.Probe(seconds=response.seconds, name=username)
-
-    def _token(self) -> str:
-        if not self.token:
-            raise http.HttpChannelError(
-                "DISCORD_NO_TOKEN",
-                "No Discord bot token is configured, so nothing can be sent to Discord.",
-                retryable=False,
-            )
-        return self.token
-
-    def _call(
-        self, token: str, method: str, path: str, payload: dict | None, *, deadline: float | None
-    ) -> http.Response:
-        headers = {"Authorization": f"Bot {token}"}
-        body = None
-        if payload is not None:
-            headers["Content-Type"] = "application/json"
-            body = json.dumps(payload, ensure_ascii=False).encode()
-        response = self.client.request(
-            method,
-            f"{self.base_url}{path}",
-            headers=headers,
-            body=body,
-            deadline=deadline,
-            secrets=(token,),
-        )
-        if error := http.classify(response, peer=http.Peer.DISCORD, secrets=(token,)):
-            raise error
-        return response
-
-    def close_idle(self) -> None:
-        self.client.close_idle()
-
-    def close(self) -> None:
-        self.client.close()
+    def bot_name(self, response: http.Response) -> str:
+        return _field(response, "username")
 
 
 def message(*, subject: str, body: str, action_url: str) -> dict:
@@ -152,7 +74,8 @@ def message(*, subject: str, body: str, action_url: str) -> dict:
     return {"embeds": [embed], "allowed_mentions": {"parse": []}}
 
 
-def _field(response: http.Response, name: str) -> str | None:
+def _field(response: http.Response, name: str) -> str:
+    """A non-empty string field of the reply's JSON object, or ""."""
     payload = response.json()
     value = payload.get(name) if isinstance(payload, dict) else None
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) else ""

@@ -6,13 +6,12 @@ bot token sits in every URL's path, so it is kept out of every error message.
 
 from __future__ import annotations
 
-import json
 import re
-from datetime import timedelta
 from html import escape
 
 from notifications.channels import http
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from notifications.channels.base import Outgoing
+from notifications.channels.bots import BotChannel
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 # sendMessage's limit on a message's text, after entity parsing.
@@ -22,105 +21,37 @@ SUBJECT_LIMIT = 512
 _CHAT_ID = re.compile(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31}")
 
 
-class TelegramChannel(Channel):
-    """Sends through a bot; without a token every send fails, permanently, saying so."""
-
+class TelegramChannel(BotChannel):
     name = "telegram"
-    address_source = AddressSource.CHANNEL_ADDRESS
+    title = "Telegram"
+    peer = http.Peer.TELEGRAM
+    default_base_url = DEFAULT_BASE_URL
+    base_url_setting = "TELEGRAM_API_BASE_URL"
+    token_setting = "TELEGRAM_BOT_TOKEN"
+    address_pattern = _CHAT_ID
+    address_kind = "a Telegram chat id or @channel name"
+    identity_path = "getMe"
 
-    def __init__(
-        self,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        token: str | None = None,
-        connect_timeout: timedelta = timedelta(seconds=5),
-        total_timeout: timedelta = timedelta(seconds=10),
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token or None
-        self.client = http.Client(connect_timeout=connect_timeout, total_timeout=total_timeout)
+    def url(self, token: str, path: str) -> str:
+        return f"{self.base_url}/bot{token}/{path}"
 
-    @classmethod
-    def from_settings(cls) -> TelegramChannel:
-        from django.conf import settings
-
-        return cls(
-            base_url=settings.TELEGRAM_API_BASE_URL,
-            token=settings.TELEGRAM_BOT_TOKEN,
-            connect_timeout=timedelta(seconds=settings.DELIVERY_HTTP_CONNECT_TIMEOUT),
-            total_timeout=timedelta(seconds=settings.DELIVERY_HTTP_TOTAL_TIMEOUT),
-        )
-
-    @property
-    def worst_case(self) -> timedelta:
-        return self.client.worst_case
-
-    def send(self, outgoing: Outgoing) -> SendResult:
-        token = self._token()
-        chat = outgoing.address.strip()
-        if not _CHAT_ID.fullmatch(chat):
-            raise ChannelError(
-                "BAD_ADDRESS",
-                f"{outgoing.address[:64]!r} is not a Telegram chat id or @channel name.",
-                retryable=False,
-            )
+    def deliver(self, token: str, *, recipient: str, outgoing: Outgoing, deadline: float) -> str:
         payload = {
-            "chat_id": chat,
+            "chat_id": recipient,
             "text": message_text(
                 subject=outgoing.subject, body=outgoing.body, action_url=outgoing.action_url
             ),
             "parse_mode": "HTML",
         }
-        response = self._call(token, "sendMessage", payload)
-        # A 2xx is a sent message even when its body did not arrive whole: sending again
-        # would send it twice. The id is then the delivery's own.
-        result = _result(response)
-        message_id = result.get("message_id")
+        response = self.call(token, "POST", "sendMessage", payload, deadline=deadline)
+        message_id = _result(response).get("message_id")
         if isinstance(message_id, int) and not isinstance(message_id, bool):
-            return SendResult(provider_message_id=str(message_id))
-        return SendResult(provider_message_id=f"delivery-{outgoing.delivery_id}")
+            return str(message_id)
+        return ""
 
-    def probe(self) -> http.Probe:
-        """Ask getMe who the bot is: the round trip's seconds and the bot's @username."""
-        token = self._token()
-        response = self._call(token, "getMe", None)
+    def bot_name(self, response: http.Response) -> str:
         username = _result(response).get("username")
-        if not isinstance(username, str) or not username:
-            raise http.HttpChannelError(
-                "TELEGRAM_BAD_REPLY", "getMe answered without a bot username.", retryable=True
-            )
-        return http.Probe(seconds=response.seconds, name=f"@{username}")
-
-    def _token(self) -> str:
-        if not self.token:
-            raise http.HttpChannelError(
-                "TELEGRAM_NO_TOKEN",
-                "No Telegram bot token is configured, so nothing can be sent to Telegram.",
-                retryable=False,
-            )
-        return self.token
-
-    def _call(self, token: str, method: str, payload: dict | None) -> http.Response:
-        url = f"{self.base_url}/bot{token}/{method}"
-        if payload is None:
-            response = self.client.request("GET", url, secrets=(token,))
-        else:
-            response = self.client.request(
-                "POST",
-                url,
-                headers={"Content-Type": "application/json"},
-                body=json.dumps(payload, ensure_ascii=False).encode(),
-                secrets=(token,),
-            )
-        if error := http.classify(response, peer=http.Peer.TELEGRAM, secrets=(token,)):
-            raise error
-        return response
-
-    def close_idle(self) -> None:
-        self.client.close_idle()
-
-    def close(self) -> None:
-        self.client.close()
+        return f"@{username}" if isinstance(username, str) and username else ""
 
 
 def message_text(*, subject: str, body: str, action_url: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 from notifications.channels import http
 from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.discord import DiscordChannel, message
-from tests.httppeers import Behaviour, DiscordPeer
+from tests.httppeers import Behaviour, DiscordPeer, bot_fixtures
 
 TOKEN = "MTA0NjQ2.test-discord-token.0123456789abcdef"
 # Longer than the peer's second between trickled bytes: only the deadline can cut.
@@ -18,23 +18,7 @@ DEADLINE = 1.5
 SLACK = 0.5
 
 
-@pytest.fixture
-def api():
-    peer = DiscordPeer(token=TOKEN)
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture
-def channel(api):
-    made = DiscordChannel(
-        base_url=api.base_url,
-        token=TOKEN,
-        connect_timeout=timedelta(seconds=0.5),
-        total_timeout=timedelta(seconds=DEADLINE),
-    )
-    yield made
-    made.close()
+api, channel = bot_fixtures(DiscordPeer, DiscordChannel, token=TOKEN, deadline=DEADLINE)
 
 
 def outgoing(**overrides) -> Outgoing:

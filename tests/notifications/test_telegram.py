@@ -10,7 +10,7 @@ import pytest
 from notifications.channels import http
 from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.telegram import TEXT_LIMIT, TelegramChannel, message_text
-from tests.httppeers import Behaviour, TelegramPeer
+from tests.httppeers import Behaviour, TelegramPeer, bot_fixtures
 
 TOKEN = "123456:AAE-test_token-0123456789abcdef"
 # Longer than the peer's second between trickled bytes, so no per-read timeout can be what
@@ -19,23 +19,7 @@ DEADLINE = 1.5
 SLACK = 0.5
 
 
-@pytest.fixture
-def api():
-    peer = TelegramPeer(token=TOKEN)
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture
-def channel(api):
-    made = TelegramChannel(
-        base_url=api.base_url,
-        token=TOKEN,
-        connect_timeout=timedelta(seconds=0.5),
-        total_timeout=timedelta(seconds=DEADLINE),
-    )
-    yield made
-    made.close()
+api, channel = bot_fixtures(TelegramPeer, TelegramChannel, token=TOKEN, deadline=DEADLINE)
 
 
 def outgoing(**overrides) -> Outgoing:
