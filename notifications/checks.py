@@ -93,7 +93,7 @@ def check_channels(app_configs=None, **kwargs):
             errors.append(
                 Error(
                     f"DELIVERY_CHANNELS[{name!r}] = {path!r} is not a Channel.",
-                    id="notifications.E003",
+                    id="notifications.E006",
                 )
             )
     return errors

@@ -30,7 +30,7 @@ class Bar:
 
 
 @dataclass(frozen=True)
-class Tick:
+class AxisMark:
     """A mark on the chart's count axis: where (an SVG y) and what it reads, for people."""
 
     y: str
@@ -69,7 +69,7 @@ def chart(hours: list[stats.Hour]) -> list[Bar]:
     return bars
 
 
-def ticks(hours: list[stats.Hour]) -> list[Tick]:
+def ticks(hours: list[stats.Hour]) -> list[AxisMark]:
     """The count axis: 0, half the busiest hour and the busiest hour, top first, so one busy
     hour still leaves the others readable against a scale. The labels are in the reader's
     language (1,5 in German); only the SVG y is plain."""
@@ -82,7 +82,7 @@ def ticks(hours: list[stats.Hour]) -> list[Tick]:
         (0, CHART_HEIGHT, "bottom"),
     ]
     return [
-        Tick(
+        AxisMark(
             coordinate(y),
             formats.number_format(
                 value, decimal_pos=0 if value == int(value) else 1, force_grouping=True

@@ -28,7 +28,7 @@ from django.db import DatabaseError
 
 from notifications import catalogue, channels, outbox
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing
-from notifications.models import DEMO_CHANNEL, ChannelAddress, DatabaseNow, Recipient, Status
+from notifications.models import DEMO_CHANNEL, OUTCOMES, ChannelAddress, DatabaseNow, Recipient
 from notifications.outbox import ClaimedDelivery, Outcome
 
 logger = logging.getLogger(__name__)
@@ -62,13 +62,14 @@ class Policy:
 # The Report fields only the metrics read (too long, or too fine, for a heartbeat or a log).
 METRICS_ONLY = ("by_channel", "claim_seconds", "write_seconds")
 # The Report fields that count rows, in the order the log line shows them.
-COUNTS = ("reaped", "claimed", "sent", "retrying", "failed", "dead", "fenced_off", "released")
+COUNTS = ("reaped", "claimed", *map(str, OUTCOMES.values()), "fenced_off", "released")
 
 
 @dataclass
 class Report:
     reaped: int = 0
     claimed: int = 0
+    # One count per outcome, by its name in models.OUTCOMES.
     sent: int = 0
     retrying: int = 0
     failed: int = 0
@@ -220,20 +221,12 @@ def _timed_write(report: Report, outcomes) -> set[int]:
     return landed
 
 
-OUTCOME_NAMES = {
-    Status.SENT: "sent",
-    Status.PENDING: "retrying",
-    Status.FAILED: "failed",
-    Status.DEAD: "dead",
-}
-
-
 def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
     for outcome in outcomes:
         if outcome.delivery_id not in landed:
             report.fenced_off += 1
             continue
-        name = OUTCOME_NAMES[outcome.status]
+        name = str(OUTCOMES[outcome.status])
         setattr(report, name, getattr(report, name) + 1)
         counts = report.by_channel.setdefault(outcome.channel, {})
         counts[name] = counts.get(name, 0) + 1

@@ -34,6 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from notifications import heartbeat, retention, stats
+from notifications.models import DUE_SQL, SHOWN_SQL, SHOWN_STATUS_SQL, ShownStatus, Status
 
 # Upper bounds, in seconds, of the claim and write histograms' buckets (+Inf is implied).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -41,7 +42,6 @@ HISTOGRAMS = {
     "claim_seconds": "Time the claim statement took, per batch.",
     "write_seconds": "Time one fenced write of outcomes took.",
 }
-OUTCOMES = ("sent", "retrying", "failed", "dead")
 
 # Adds one process's counts to its own rows.
 FLUSH_SQL = """
@@ -84,25 +84,23 @@ GROUP BY metric, label
 # claim, reaper and pending-half indexes), failed and dead (index-only scans of their own
 # indexes, which carry the channel). Sent is most of the table and is given as a total, an
 # estimate once the table is large (stats.queue_depth); sends per channel are the counters.
-DEPTH_SQL = """
-SELECT channel,
-       CASE WHEN status = 'pending' AND attempts > attempt_base THEN 'retrying' ELSE status END,
-       count(*)
+DEPTH_SQL = f"""
+SELECT channel, {SHOWN_STATUS_SQL}, count(*)
 FROM notifications.notification_deliveries
-WHERE status IN ('pending', 'processing')
+WHERE status IN ('{Status.PENDING}', '{Status.PROCESSING}')
 GROUP BY 1, 2
 UNION ALL
-SELECT channel, 'failed', count(*) FROM notifications.notification_deliveries
-WHERE status = 'failed' GROUP BY 1
+SELECT channel, '{Status.FAILED}', count(*) FROM notifications.notification_deliveries
+WHERE {SHOWN_SQL[ShownStatus.FAILED]} GROUP BY 1
 UNION ALL
-SELECT channel, 'dead', count(*) FROM notifications.notification_deliveries
-WHERE status = 'dead' GROUP BY 1
+SELECT channel, '{Status.DEAD}', count(*) FROM notifications.notification_deliveries
+WHERE {SHOWN_SQL[ShownStatus.DEAD]} GROUP BY 1
 """.strip()
 
-OLDEST_DUE_SQL = """
+OLDEST_DUE_SQL = f"""
 SELECT extract(epoch FROM now() - min(next_attempt_at))
 FROM notifications.notification_deliveries
-WHERE status = 'pending' AND next_attempt_at <= now()
+WHERE {DUE_SQL}
 """.strip()
 
 # Every loop that has not stopped cleanly, for an hour after its last tick: a loop that stalls

@@ -28,8 +28,8 @@ class DatabaseNow(models.Func):
 
 
 # The visitors' channel on the showcase page. Its rows take a lane of their own in the claim,
-# behind every real delivery; the raw SQL in notifications/outbox.py and showcases/queue_demo.py
-# spells it as the literal 'demo' (a test holds the two to this).
+# behind every real delivery; the raw SQL in notifications/outbox.py, stats.py and
+# showcases/queue_demo.py is written with this value.
 DEMO_CHANNEL = "demo"
 
 
@@ -50,9 +50,9 @@ class ShownStatus(models.TextChoices):
     attempt_base): it failed, and will be sent again, whether its backoff is still running or
     has just ended and it waits for the next claim. "Pending" is a pending row that has not
     failed under its current budget: a fresh one, or one a staff member has just retried (a
-    Retry starts a fresh budget). Derived, never stored. RETRYING (a Q) and RETRYING_SQL (for
-    raw statements) spell the one, WAITING and WAITING_SQL the other, and a test holds each
-    pair to the same rows.
+    Retry starts a fresh budget). Derived, never stored: of() says it for one row, SHOWN (a
+    Q each) and SHOWN_SQL (the same predicates for raw statements) for a table, and a test
+    holds the three to the same rows.
     """
 
     PENDING = "pending", _("pending")
@@ -62,12 +62,58 @@ class ShownStatus(models.TextChoices):
     FAILED = "failed", _("failed")
     DEAD = "dead", _("dead")
 
+    @classmethod
+    def of(cls, *, status: str, attempts: int, attempt_base: int) -> ShownStatus:
+        """The status people read of a row stored with these values."""
+        if status == Status.PENDING and attempts > attempt_base:
+            return cls.RETRYING
+        return cls(status)
 
+
+# Every derived state once, as a Q for the ORM and as the same predicate in SQL, on the
+# deliveries table's own column names, for the raw statements (notifications/outbox.py,
+# stats.py, metrics.py, retention.py, showcases/queue_demo.py). tests/notifications/
+# test_shown_status.py holds each pair to the same rows on a table that has every state.
 RETRYING = Q(status=Status.PENDING, attempts__gt=models.F("attempt_base"))
-RETRYING_SQL = "(status = 'pending' AND attempts > attempt_base)"
+RETRYING_SQL = f"(status = '{Status.PENDING}' AND attempts > attempt_base)"
 # The rest of pending (attempt_base never passes attempts: a CHECK says so).
 WAITING = Q(status=Status.PENDING, attempts=models.F("attempt_base"))
-WAITING_SQL = "(status = 'pending' AND attempts = attempt_base)"
+WAITING_SQL = f"(status = '{Status.PENDING}' AND attempts = attempt_base)"
+# Pending rows whose time has come, by the database clock: what a claim may take.
+DUE = Q(status=Status.PENDING, next_attempt_at__lte=DatabaseNow())
+DUE_SQL = f"(status = '{Status.PENDING}' AND next_attempt_at <= now())"
+# The states no drain moves a row out of again (only a staff Retry does): what pruning deletes.
+FINISHED_STATUSES = (Status.SENT, Status.FAILED, Status.DEAD)
+FINISHED = Q(status__in=FINISHED_STATUSES)
+FINISHED_SQL = "(status IN ({}))".format(", ".join(f"'{s}'" for s in FINISHED_STATUSES))
+# Dead rows: a transient fault outlived the budget, and a human should look. Not the visitors'
+# demo rows: those die because a visitor asked them to.
+NEEDS_ATTENTION = Q(status=Status.DEAD) & ~Q(channel=DEMO_CHANNEL)
+NEEDS_ATTENTION_SQL = f"(status = '{Status.DEAD}' AND channel <> '{DEMO_CHANNEL}')"
+
+# Each ShownStatus as a Q and as SQL: pending and retrying derived, the others as stored.
+SHOWN = {
+    **{ShownStatus(s): Q(status=s) for s in Status},
+    ShownStatus.PENDING: WAITING,
+    ShownStatus.RETRYING: RETRYING,
+}
+SHOWN_SQL = {
+    **{ShownStatus(s): f"(status = '{s}')" for s in Status},
+    ShownStatus.PENDING: WAITING_SQL,
+    ShownStatus.RETRYING: RETRYING_SQL,
+}
+# A row's ShownStatus, as an SQL expression (to group by).
+SHOWN_STATUS_SQL = f"CASE WHEN {RETRYING_SQL} THEN '{ShownStatus.RETRYING}' ELSE status END"
+
+# What one send's outcome leaves a row as, named as people read it: the drain's counts, the
+# sends /metrics counts and the dashboard's hourly chart. A send that failed and will be tried
+# again leaves the row pending with attempts past attempt_base, which reads as retrying.
+OUTCOMES = {
+    Status.SENT: ShownStatus.SENT,
+    Status.PENDING: ShownStatus.RETRYING,
+    Status.FAILED: ShownStatus.FAILED,
+    Status.DEAD: ShownStatus.DEAD,
+}
 
 
 class Notification(models.Model):
@@ -105,7 +151,7 @@ class Notification(models.Model):
 class DeliveryQuerySet(models.QuerySet):
     def due(self):
         """Pending rows whose time has come, by the database clock."""
-        return self.filter(status=Status.PENDING, next_attempt_at__lte=DatabaseNow())
+        return self.filter(DUE)
 
     def retrying(self):
         """Pending rows that failed under their current budget (ShownStatus.RETRYING)."""
@@ -117,17 +163,15 @@ class DeliveryQuerySet(models.QuerySet):
 
     def shown(self, status: str):
         """Rows people read as status, one of ShownStatus."""
-        if status == ShownStatus.RETRYING:
-            return self.retrying()
-        if status == ShownStatus.PENDING:
-            return self.waiting()
-        return self.filter(status=ShownStatus(status).value)
+        return self.filter(SHOWN[ShownStatus(status)])
+
+    def finished(self):
+        """Rows no drain will move again: sent, failed and dead."""
+        return self.filter(FINISHED)
 
     def needs_attention(self):
-        """Dead rows: a transient fault outlived the budget, and a human should look.
-
-        Not the visitors' demo rows: those die because a visitor asked them to."""
-        return self.filter(status=Status.DEAD).exclude(channel=DEMO_CHANNEL)
+        """Dead rows, but the visitors' demo rows (NEEDS_ATTENTION)."""
+        return self.filter(NEEDS_ATTENTION)
 
 
 class NotificationDelivery(models.Model):
@@ -267,9 +311,9 @@ class NotificationDelivery(models.Model):
     @property
     def shown_status(self) -> ShownStatus:
         """The status people read (see ShownStatus)."""
-        if self.status == Status.PENDING and self.attempts > self.attempt_base:
-            return ShownStatus.RETRYING
-        return ShownStatus(self.status)
+        return ShownStatus.of(
+            status=self.status, attempts=self.attempts, attempt_base=self.attempt_base
+        )
 
 
 class NeedsAttention(NotificationDelivery):

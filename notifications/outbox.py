@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection
 
 from notifications import backoff
-from notifications.models import Status
+from notifications.models import DEMO_CHANNEL, DUE_SQL, Status
 
 
 @dataclass(frozen=True)
@@ -117,13 +117,12 @@ CLAIMED_FIELDS = [f.name for f in fields(ClaimedDelivery)]
 # `d.id = ANY(ARRAY(…))` hands the planner a list of ids, which it looks up by primary key;
 # joined to the CTE instead, at batch 100 it preferred to hash a scan of the whole table.
 # RETURNING aliases are double-quoted: unquoted, PostgreSQL would fold them to lower case.
-CLAIM_SQL = """
+CLAIM_SQL = f"""
 WITH real_rows AS MATERIALIZED (
     SELECT id
     FROM notifications.notification_deliveries
-    WHERE status = 'pending'
-      AND channel <> 'demo'
-      AND next_attempt_at <= now()
+    WHERE {DUE_SQL}
+      AND channel <> '{DEMO_CHANNEL}'
     ORDER BY next_attempt_at, created_at, id
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
@@ -131,9 +130,8 @@ WITH real_rows AS MATERIALIZED (
 demo_rows AS MATERIALIZED (
     SELECT id
     FROM notifications.notification_deliveries
-    WHERE status = 'pending'
-      AND channel = 'demo'
-      AND next_attempt_at <= now()
+    WHERE {DUE_SQL}
+      AND channel = '{DEMO_CHANNEL}'
     ORDER BY next_attempt_at, created_at, id
     LIMIT least(%(demo_batch_size)s, %(batch_size)s - (SELECT count(*) FROM real_rows))
     FOR UPDATE SKIP LOCKED

@@ -34,19 +34,20 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 
-FINISHED = ("sent", "failed", "dead")
+from notifications.models import FINISHED_SQL, FINISHED_STATUSES, SHOWN_SQL, ShownStatus, Status
+
 # A run that has committed no batch for this long is taken to have died (a killed process):
 # the next run may start. A live run commits one at least every few seconds, however long it
 # runs (a first prune of years of rows takes many minutes).
 STALE_RUN = timedelta(minutes=5)
 
-# One run at a time: the one whose UPDATE finds no other running (or only a stale one) goes on,
-# with the walks' cursors; its start time (last_started_at) is its token. A row, not a lock
-# held across the run: pruning keeps no transaction open between batches, and works through
+# One run at a time: the one whose TAKE_RUN_SQL finds no other running (or only a stale one)
+# goes on, with the walks' cursors; its start time (last_started_at) is its token. A row, not
+# a lock held across the run: pruning keeps no transaction open between batches, and works through
 # PgBouncer. Every write a run makes to the row names its token, so a run that was given up
-# for dead and taken over can neither move the cursors nor release the new run's claim.
+# for dead and taken over can neither move the cursors nor end the new run.
 ENSURE_SQL = "INSERT INTO notifications.outbox_retention (id) VALUES (1) ON CONFLICT DO NOTHING"
-CLAIM_SQL = """
+TAKE_RUN_SQL = """
 UPDATE notifications.outbox_retention
 SET running_since = now(), last_started_at = now(), alive_at = now()
 WHERE id = 1
@@ -71,7 +72,7 @@ UPDATE notifications.outbox_retention SET alive_at = now()
 WHERE id = 1 AND last_started_at = %(token)s
 """.strip()
 
-RELEASE_SQL = """
+END_RUN_SQL = """
 UPDATE notifications.outbox_retention
 SET running_since = NULL, alive_at = NULL, last_finished_at = now(),
     last_report = %(report)s::jsonb
@@ -80,14 +81,14 @@ WHERE id = 1 AND last_started_at = %(token)s
 
 
 class TakenOver(Exception):
-    """Another run claimed pruning because this one was silent for STALE_RUN."""
+    """Another run took pruning over because this one was silent for STALE_RUN."""
 
 
 # One batch of a walk: the next `limit` rows after the cursor (by the deliveries_recent index)
 # queued before the horizon, and of those, the ones in `statuses`, deleted. FOR UPDATE
 # re-checks status on the row as it is now: a row retried since the chunk was read is pending
 # and stays.
-WALK_SQL = """
+WALK_SQL = f"""
 WITH chunk AS MATERIALIZED (
     SELECT id, created_at
     FROM notifications.notification_deliveries
@@ -113,9 +114,9 @@ SELECT
     (SELECT count(*) FROM chunk) AS "scanned",
     (SELECT created_at FROM chunk ORDER BY created_at DESC, id DESC LIMIT 1) AS "last_at",
     (SELECT id FROM chunk ORDER BY created_at DESC, id DESC LIMIT 1) AS "last_id",
-    (SELECT count(*) FROM gone WHERE status = 'sent') AS "sent",
-    (SELECT count(*) FROM gone WHERE status <> 'sent') AS "finished",
-    (SELECT coalesce(array_agg(DISTINCT notification_id), '{}') FROM gone) AS "notifications"
+    (SELECT count(*) FROM gone WHERE {SHOWN_SQL[ShownStatus.SENT]}) AS "sent",
+    (SELECT count(*) FROM gone WHERE NOT {SHOWN_SQL[ShownStatus.SENT]}) AS "finished",
+    (SELECT coalesce(array_agg(DISTINCT notification_id), '{{}}') FROM gone) AS "notifications"
 """.strip()
 
 # In the same transaction as the batch: the notifications whose last delivery it deleted.
@@ -145,18 +146,20 @@ DELETE FROM notifications.notifications AS n USING empty WHERE n.id = empty.id
 """.strip()
 
 # For --dry-run: what the walks would delete now, counted (not estimated).
-DUE_SQL = """
+COUNT_DUE_SQL = f"""
 SELECT
-    count(*) FILTER (WHERE status = 'sent' AND created_at < %(sent_before)s) AS "sent",
     count(*) FILTER (
-        WHERE status IN ('failed', 'dead') AND created_at < %(finished_before)s
+        WHERE {SHOWN_SQL[ShownStatus.SENT]} AND created_at < %(sent_before)s
+    ) AS "sent",
+    count(*) FILTER (
+        WHERE NOT {SHOWN_SQL[ShownStatus.SENT]} AND created_at < %(finished_before)s
     ) AS "finished"
 FROM notifications.notification_deliveries
 WHERE created_at < greatest(%(sent_before)s, %(finished_before)s)
-  AND status IN ('sent', 'failed', 'dead')
+  AND {FINISHED_SQL}
 """.strip()
 
-EMPTY_DUE_SQL = """
+COUNT_EMPTY_DUE_SQL = """
 SELECT count(*)
 FROM notifications.notifications AS n
 WHERE n.created_at < %(before)s
@@ -167,7 +170,7 @@ WHERE n.created_at < %(before)s
 
 
 @dataclass(frozen=True)
-class Policy:
+class RetentionPolicy:
     """How old a finished row may get, and how pruning paces itself."""
 
     keep_sent: timedelta
@@ -190,7 +193,7 @@ class Policy:
             raise ValueError("pause must not be negative")
 
     @classmethod
-    def from_settings(cls, **changes) -> Policy:
+    def from_settings(cls, **changes) -> RetentionPolicy:
         values = {
             "keep_sent": timedelta(days=settings.OUTBOX_KEEP_SENT_DAYS),
             "keep_finished": timedelta(days=settings.OUTBOX_KEEP_FINISHED_DAYS),
@@ -225,34 +228,36 @@ class Pruned:
         return report
 
 
-def due(policy: Policy) -> dict[str, int]:
+def due(policy: RetentionPolicy) -> dict[str, int]:
     """Count what pruning would delete now (for --dry-run)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT now()")
         (now,) = cursor.fetchone()
         sent_before, finished_before = now - policy.keep_sent, now - policy.keep_finished
-        cursor.execute(DUE_SQL, {"sent_before": sent_before, "finished_before": finished_before})
+        cursor.execute(
+            COUNT_DUE_SQL, {"sent_before": sent_before, "finished_before": finished_before}
+        )
         sent, finished = cursor.fetchone()
-        cursor.execute(EMPTY_DUE_SQL, {"before": finished_before})
+        cursor.execute(COUNT_EMPTY_DUE_SQL, {"before": finished_before})
         (empty,) = cursor.fetchone()
     return {"sent": sent, "finished": finished, "empty_notifications": empty}
 
 
-def prune(policy: Policy) -> Pruned:
+def prune(policy: RetentionPolicy) -> Pruned:
     """Walk both cursors toward their horizons, batch by batch, until done or out of time."""
     started = time.monotonic()
     result = Pruned()
     with connection.cursor() as cursor:
         cursor.execute(ENSURE_SQL)
-        cursor.execute(CLAIM_SQL, {"stale": STALE_RUN.total_seconds()})
+        cursor.execute(TAKE_RUN_SQL, {"stale": STALE_RUN.total_seconds()})
         row = cursor.fetchone()
         if row is None:
             cursor.execute(RUNNING_SQL)
             return Pruned(skipped=True, other_started_at=cursor.fetchone()[0])
     token, sent_at, sent_id, finished_at, finished_id = row
     walks = [
-        Walk("sent", token - policy.keep_sent, ("sent",), sent_at, sent_id),
-        Walk("finished", token - policy.keep_finished, FINISHED, finished_at, finished_id),
+        Walk("sent", token - policy.keep_sent, (Status.SENT,), sent_at, sent_id),
+        Walk("finished", token - policy.keep_finished, FINISHED_STATUSES, finished_at, finished_id),
     ]
     out_of_time = False
     try:
@@ -284,7 +289,7 @@ def prune(policy: Policy) -> Pruned:
         if not result.taken_over:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    RELEASE_SQL, {"report": json.dumps(result.as_dict()), "token": token}
+                    END_RUN_SQL, {"report": json.dumps(result.as_dict()), "token": token}
                 )
     return result
 
@@ -313,7 +318,7 @@ def _move(walk: Walk, token: datetime, at: datetime, id_: int) -> None:
     walk.after_at, walk.after_id = at, id_
 
 
-def _batch(walk: Walk, policy: Policy, result: Pruned, token: datetime) -> int:
+def _batch(walk: Walk, policy: RetentionPolicy, result: Pruned, token: datetime) -> int:
     began = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
@@ -323,7 +328,7 @@ def _batch(walk: Walk, policy: Policy, result: Pruned, token: datetime) -> int:
                 "after_id": walk.after_id,
                 "before": walk.before,
                 "limit": policy.batch,
-                "statuses": list(walk.statuses),
+                "statuses": [str(s) for s in walk.statuses],
             },
         )
         scanned, last_at, last_id, sent, finished, notification_ids = cursor.fetchone()
@@ -347,7 +352,7 @@ def _batch(walk: Walk, policy: Policy, result: Pruned, token: datetime) -> int:
     return scanned
 
 
-def _sweep_empty(before: datetime, policy: Policy, token: datetime) -> int:
+def _sweep_empty(before: datetime, policy: RetentionPolicy, token: datetime) -> int:
     """Delete one batch of notifications that never had a delivery; return how many."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(EMPTY_SQL, {"before": before, "limit": policy.batch})
@@ -358,7 +363,7 @@ def _sweep_empty(before: datetime, policy: Policy, token: datetime) -> int:
     return swept
 
 
-def _out_of_time(policy: Policy, started: float) -> bool:
+def _out_of_time(policy: RetentionPolicy, started: float) -> bool:
     return policy.max_seconds is not None and time.monotonic() - started >= policy.max_seconds
 
 

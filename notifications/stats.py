@@ -16,7 +16,9 @@ from enum import StrEnum
 from django.conf import settings
 from django.db import connection
 
-from notifications.models import RETRYING_SQL, WAITING_SQL, ShownStatus
+from notifications.models import DEMO_CHANNEL, DUE_SQL, SHOWN_SQL, ShownStatus, Status
+from notifications.models import OUTCOMES as OUTCOMES_BY_STATUS
+
 
 # Each count reads one partial index (waiting, retrying, a claim lane, reap, dead, failed), so
 # the cost follows the size of that state, not of the table. Pending and retrying are the two
@@ -27,39 +29,39 @@ from notifications.models import RETRYING_SQL, WAITING_SQL, ShownStatus
 # whatever the backlog; LIMIT NULL is PostgreSQL's "no limit", which the admin's exact counts
 # use. `sent` is most of a mature table and has no index of its own: it is counted while the
 # table is small, and estimated from the planner's statistics once it is large.
+def _bounded_count(where: str) -> str:
+    return (
+        "(SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries"
+        f" WHERE {where} LIMIT %(limit)s) AS s)"
+    )
+
+
+# The states QueueDepth counts, each by its own partial index; sent is counted apart.
+COUNTED = (
+    ShownStatus.PENDING,
+    ShownStatus.RETRYING,
+    ShownStatus.PROCESSING,
+    ShownStatus.FAILED,
+    ShownStatus.DEAD,
+)
+
 QUEUE_DEPTH_SQL = f"""
 SELECT
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE {WAITING_SQL} LIMIT %(limit)s) AS s) AS "pending",
+    {",\n    ".join(f'{_bounded_count(SHOWN_SQL[state])} AS "{state}"' for state in COUNTED)},
     least(
-      (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-        WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at <= now()
-        LIMIT %(limit)s) AS s)
-      + (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-        WHERE status = 'pending' AND channel = 'demo' AND next_attempt_at <= now()
-        LIMIT %(limit)s) AS s),
+      {_bounded_count(f"{DUE_SQL} AND channel <> '{DEMO_CHANNEL}'")}
+      + {_bounded_count(f"{DUE_SQL} AND channel = '{DEMO_CHANNEL}'")},
       %(limit)s) AS "due_now",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE {RETRYING_SQL} LIMIT %(limit)s) AS s) AS "retrying",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'processing' LIMIT %(limit)s) AS s) AS "processing",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'failed' LIMIT %(limit)s) AS s) AS "failed",
-    (SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-      WHERE status = 'dead' LIMIT %(limit)s) AS s) AS "dead",
     (SELECT greatest(reltuples, 0)::bigint FROM pg_class
       WHERE oid = 'notifications.notification_deliveries'::regclass) AS "estimated_rows",
     (SELECT freq FROM pg_stats,
             unnest(most_common_vals::text::text[], most_common_freqs) AS m(value, freq)
       WHERE schemaname = 'notifications' AND tablename = 'notification_deliveries'
-        AND attname = 'status' AND value = 'sent') AS "sent_share"
+        AND attname = 'status' AND value = '{Status.SENT}') AS "sent_share"
 """.strip()
 
 # Bounded too: the planner's row count is only as fresh as the last ANALYZE.
-COUNT_SENT_SQL = """
-SELECT count(*) FROM (SELECT FROM notifications.notification_deliveries
-  WHERE status = 'sent' LIMIT %(limit)s) AS s
-""".strip()
+COUNT_SENT_SQL = f"SELECT {_bounded_count(SHOWN_SQL[ShownStatus.SENT])}"
 
 EXACT_SENT_BELOW_ROWS = 200_000
 
@@ -100,8 +102,7 @@ def queue_depth(*, limit: int | None = None) -> QueueDepth:
         counts = dict(zip(columns, cursor.fetchone(), strict=True))
         estimated_rows = counts.pop("estimated_rows")
         sent_share = counts.pop("sent_share")
-        unsent = ("pending", "retrying", "processing", "failed", "dead")
-        others = sum(counts[name] for name in unsent)
+        others = sum(counts[name] for name in COUNTED)
         if limit is None and estimated_rows >= exact_sent_below:
             # Exact counts of the other states: what is left of the table is sent.
             sent, estimate = max(estimated_rows - others, 0), True
@@ -120,10 +121,12 @@ def queue_depth(*, limit: int | None = None) -> QueueDepth:
 # retrying, or `dead` after its budget).
 CHANNEL_HEALTH_SQL = f"""
 SELECT channel,
-       count(*) FILTER (WHERE status = 'sent') AS "sent",
-       count(*) FILTER (WHERE status = 'dead' OR {RETRYING_SQL}) AS "system_failures",
-       count(*) FILTER (WHERE status = 'failed') AS "recipient_failures",
-       count(*) FILTER (WHERE status = 'dead') AS "dead"
+       count(*) FILTER (WHERE {SHOWN_SQL[ShownStatus.SENT]}) AS "sent",
+       count(*) FILTER (
+           WHERE {SHOWN_SQL[ShownStatus.DEAD]} OR {SHOWN_SQL[ShownStatus.RETRYING]}
+       ) AS "system_failures",
+       count(*) FILTER (WHERE {SHOWN_SQL[ShownStatus.FAILED]}) AS "recipient_failures",
+       count(*) FILTER (WHERE {SHOWN_SQL[ShownStatus.DEAD]}) AS "dead"
 FROM notifications.notification_deliveries
 WHERE attempted_at >= now() - interval '24 hours'
 GROUP BY channel
@@ -178,18 +181,16 @@ def channel_health() -> list[ChannelHealth]:
     return [rows.get(name, ChannelHealth(name)) for name in names]
 
 
+# The chart's outcomes, in the order they are stacked bottom-up.
+OUTCOMES = tuple(OUTCOMES_BY_STATUS.values())
+
 HOURLY_SQL = f"""
 SELECT date_trunc('hour', attempted_at) AS "hour",
-       count(*) FILTER (WHERE status = 'sent') AS "sent",
-       count(*) FILTER (WHERE {RETRYING_SQL}) AS "retrying",
-       count(*) FILTER (WHERE status = 'failed') AS "failed",
-       count(*) FILTER (WHERE status = 'dead') AS "dead"
+       {",\n       ".join(f'count(*) FILTER (WHERE {SHOWN_SQL[o]}) AS "{o}"' for o in OUTCOMES)}
 FROM notifications.notification_deliveries
 WHERE attempted_at >= date_trunc('hour', now()) - interval '23 hours'
 GROUP BY 1
 """.strip()
-
-OUTCOMES = (ShownStatus.SENT, ShownStatus.RETRYING, ShownStatus.FAILED, ShownStatus.DEAD)
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ def hourly() -> list[Hour]:
 # age beside a "pending 0" would describe a row that count leaves out.
 OLDEST_PENDING_SQL = f"""
 SELECT now() - min(created_at) FROM notifications.notification_deliveries
-WHERE {WAITING_SQL}
+WHERE {SHOWN_SQL[ShownStatus.PENDING]}
 """.strip()
 
 

@@ -21,6 +21,7 @@ from notifications.enqueue import send_notification
 from notifications.heartbeat import LoopState, LoopStatus
 from notifications.models import (
     DEMO_CHANNEL,
+    FINISHED_SQL,
     DatabaseNow,
     Notification,
     NotificationDelivery,
@@ -179,12 +180,12 @@ def explain(delivery: NotificationDelivery, *, loop: LoopStatus, max_attempts: i
 # by the deliveries_demo partial index. Only a notification whose one delivery is the demo row
 # goes with it: "Try it" makes no other kind, and should code ever send a notification on demo
 # and another channel, this leaves that notification alone instead of failing on it forever.
-PRUNE_SQL = """
+PRUNE_DEMO_SQL = f"""
 WITH finished AS MATERIALIZED (
     SELECT d.id, d.notification_id
     FROM notifications.notification_deliveries AS d
-    WHERE d.channel = 'demo'
-      AND d.status IN ('sent', 'failed', 'dead')
+    WHERE d.channel = '{DEMO_CHANNEL}'
+      AND {FINISHED_SQL}
       AND d.created_at < now() - make_interval(secs => %(older_than_seconds)s)
       AND NOT EXISTS (
           SELECT FROM notifications.notification_deliveries AS other
@@ -210,6 +211,6 @@ def prune(*, older_than: timedelta = KEEP, limit: int = 1000) -> int:
     """Delete up to limit finished demo notifications queued before older_than ago."""
     with connection.cursor() as cursor:
         cursor.execute(
-            PRUNE_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
+            PRUNE_DEMO_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
         )
         return cursor.rowcount

@@ -63,7 +63,8 @@ def run() -> Tidied:
 
 def _prune_outbox() -> int:
     try:
-        pruned = retention.prune(retention.Policy.from_settings(max_seconds=PRUNE_SECONDS))
+        policy = retention.RetentionPolicy.from_settings(max_seconds=PRUNE_SECONDS)
+        pruned = retention.prune(policy)
     except DatabaseError:
         logger.exception("housekeeping: pruning the outbox failed")
         return 0

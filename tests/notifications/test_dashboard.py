@@ -193,7 +193,7 @@ def test_the_dashboard_shows_the_table_size_and_the_last_prune(admin_client, dja
         " created_at = now() - interval '40 days' WHERE id = ANY(%s)",
         [ids],
     )
-    retention.prune(retention.Policy.from_settings(pause=0))
+    retention.prune(retention.RetentionPolicy.from_settings(pause=0))
     page = admin_client.get("/admin/").content.decode()
     assert "The deliveries table takes" in page
     assert "deleted 3 deliveries" in page

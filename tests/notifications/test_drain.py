@@ -171,6 +171,11 @@ def test_a_channel_that_cannot_be_loaded_is_a_start_up_error(settings):
     assert check_ids(settings) == ["notifications.E003"]
 
 
+def test_a_channel_setting_that_names_no_channel_is_a_start_up_error_of_its_own(settings):
+    settings.DELIVERY_CHANNELS = {"email": "notifications.models.Notification"}
+    assert check_ids(settings) == ["notifications.E006"]
+
+
 # --- Heartbeat --------------------------------------------------------------------------------
 
 

@@ -121,7 +121,7 @@ def test_the_last_prune_is_reported(client, metrics_on, user):
         " created_at = now() - interval '40 days' WHERE id = ANY(%s)",
         [ids],
     )
-    retention.prune(retention.Policy.from_settings(pause=0))
+    retention.prune(retention.RetentionPolicy.from_settings(pause=0))
     families = scrape(client)
     assert sample(families, "v10r_outbox_prune_last_deleted", kind="sent") == 4
     assert sample(families, "v10r_outbox_prune_last_finished_timestamp_seconds") > 1.7e9

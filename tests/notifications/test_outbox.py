@@ -177,7 +177,7 @@ def test_the_sql_names_the_demo_channel_as_the_python_does():
     from showcases import queue_demo
 
     literal = f"channel = '{DEMO_CHANNEL}'"
-    for sql in (outbox.CLAIM_SQL, stats.QUEUE_DEPTH_SQL, queue_demo.PRUNE_SQL):
+    for sql in (outbox.CLAIM_SQL, stats.QUEUE_DEPTH_SQL, queue_demo.PRUNE_DEMO_SQL):
         assert literal in sql
     assert f"channel <> '{DEMO_CHANNEL}'" in outbox.CLAIM_SQL
 

@@ -27,8 +27,8 @@ DAYS_30 = timedelta(days=30)
 DAYS_90 = timedelta(days=90)
 
 
-def policy(**changes) -> retention.Policy:
-    return retention.Policy(
+def policy(**changes) -> retention.RetentionPolicy:
+    return retention.RetentionPolicy(
         **{"keep_sent": DAYS_30, "keep_finished": DAYS_90, "pause": 0, **changes}
     )
 

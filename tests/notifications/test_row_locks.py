@@ -15,12 +15,12 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
+from core import ratelimit
+from core.models import RateLimitWindow
 from notifications import outbox, retention
 from notifications.models import Notification, NotificationDelivery, Status
 from showcases import queue_demo
 from tests.helpers import BASE_DIR, execute, make_deliveries
-from v10r import ratelimit
-from v10r.models import RateLimitWindow
 
 LOCK_TIMEOUT = "2s"
 
@@ -108,7 +108,9 @@ def expired_windows(user):
 
 def prune_old():
     return retention.prune(
-        retention.Policy(keep_sent=timedelta(days=1), keep_finished=timedelta(days=1), pause=0)
+        retention.RetentionPolicy(
+            keep_sent=timedelta(days=1), keep_finished=timedelta(days=1), pause=0
+        )
     )
 
 
@@ -165,7 +167,7 @@ def test_every_skip_locked_in_the_project_has_a_case_above():
     # A new statement that skips locked rows belongs in CASES, where its skipping is shown.
     sources = [
         path
-        for package in ("notifications", "showcases", "v10r")
+        for package in ("core", "notifications", "showcases", "v10r")
         for path in (BASE_DIR / package).rglob("*.py")
         if "migrations" not in path.parts
     ]

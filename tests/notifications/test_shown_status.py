@@ -1,20 +1,36 @@
-"""One meaning of "pending" and "retrying", read the same everywhere a person sees a row."""
+"""One meaning of each state ("pending", "retrying", "due", "finished", "needs attention"),
+read the same everywhere a person sees a row, and written once."""
 
 from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from notifications import outbox, stats
 from notifications.models import (
+    DUE,
+    DUE_SQL,
+    FINISHED,
+    FINISHED_SQL,
+    NEEDS_ATTENTION,
+    NEEDS_ATTENTION_SQL,
+    OUTCOMES,
     RETRYING,
     RETRYING_SQL,
+    SHOWN,
+    SHOWN_SQL,
+    SHOWN_STATUS_SQL,
     WAITING,
     WAITING_SQL,
     NotificationDelivery,
     ShownStatus,
+    Status,
 )
-from tests.helpers import execute, make_deliveries, mark_failed
+from tests.helpers import BASE_DIR, execute, make_deliveries, mark_failed
 
 DELIVERIES = "/admin/notifications/notificationdelivery/"
 
@@ -81,10 +97,137 @@ def test_each_row_reads_one_state_in_the_badge_the_filter_the_tiles_and_the_dash
     assert health.system_failures == 2
 
 
-def test_the_q_and_the_sql_of_each_state_select_the_same_rows(db, rows):
-    for q, sql in ((RETRYING, RETRYING_SQL), (WAITING, WAITING_SQL)):
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT id FROM notifications.notification_deliveries WHERE {sql}")
-            from_sql = {row[0] for row in cursor.fetchall()}
+# Every kind of row a state could be told apart by: (status, attempts, attempt_base, due,
+# channel).
+EVERY_STATE = {
+    "fresh": ("pending", 0, 0, True, "recording"),
+    "scheduled": ("pending", 0, 0, False, "recording"),
+    "backing_off": ("pending", 1, 0, False, "recording"),
+    "due_again": ("pending", 2, 0, True, "recording"),
+    "retried": ("pending", 3, 3, True, "recording"),
+    "released": ("pending", 2, 1, True, "recording"),
+    "processing": ("processing", 1, 0, False, "recording"),
+    "sent": ("sent", 1, 0, False, "recording"),
+    "failed": ("failed", 1, 0, False, "recording"),
+    "dead": ("dead", 5, 0, False, "recording"),
+    "dead_demo": ("dead", 5, 0, False, "demo"),
+    "demo_due": ("pending", 0, 0, True, "demo"),
+}
+
+
+@pytest.fixture
+def every_state(user):
+    """A table with a row of every kind in EVERY_STATE; returns {name: id}."""
+    ids = dict(zip(EVERY_STATE, make_deliveries(user, len(EVERY_STATE)), strict=True))
+    for name, (status, attempts, base, due, channel) in EVERY_STATE.items():
+        execute(
+            "UPDATE notifications.notification_deliveries"
+            " SET status = %s, attempts = %s, attempt_base = %s, channel = %s,"
+            " next_attempt_at = CASE WHEN %s THEN now() ELSE now() + interval '1 hour' END"
+            " WHERE id = %s",
+            [status, attempts, base, channel, due, ids[name]],
+        )
+    return ids
+
+
+def selected(sql: str) -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM notifications.notification_deliveries WHERE {sql}")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_the_q_and_the_sql_of_each_state_select_the_same_rows(db, every_state):
+    pairs = [
+        (RETRYING, RETRYING_SQL),
+        (WAITING, WAITING_SQL),
+        (DUE, DUE_SQL),
+        (FINISHED, FINISHED_SQL),
+        (NEEDS_ATTENTION, NEEDS_ATTENTION_SQL),
+        *((SHOWN[state], SHOWN_SQL[state]) for state in ShownStatus),
+    ]
+    for q, sql in pairs:
+        from_sql = selected(sql)
         assert from_sql == set(NotificationDelivery.objects.filter(q).values_list("pk", flat=True))
-        assert from_sql  # the fixture has rows of both
+        assert from_sql, sql  # the table has rows of every state
+        assert from_sql != set(every_state.values()), sql  # and rows of other states
+
+
+def test_each_row_reads_the_same_state_in_python_in_the_queryset_and_in_sql(db, every_state):
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, {SHOWN_STATUS_SQL} FROM notifications.notification_deliveries")
+        from_sql = dict(cursor.fetchall())
+    for row in NotificationDelivery.objects.all():
+        assert row.shown_status == from_sql[row.pk]
+        assert NotificationDelivery.objects.shown(row.shown_status).filter(pk=row.pk).exists()
+    assert set(from_sql.values()) == set(ShownStatus.values)
+    # The named states, as their names say.
+    assert selected(DUE_SQL) == {
+        every_state[n] for n in ("fresh", "due_again", "retried", "released", "demo_due")
+    }
+    assert selected(NEEDS_ATTENTION_SQL) == {every_state["dead"]}
+    assert selected(FINISHED_SQL) == {
+        every_state[n] for n in ("sent", "failed", "dead", "dead_demo")
+    }
+
+
+def test_each_send_outcome_is_named_as_the_row_it_leaves_reads(db, every_state):
+    """A row a send left pending has attempts past attempt_base: it reads as retrying."""
+    for status, name in OUTCOMES.items():
+        rows = NotificationDelivery.objects.filter(status=status, attempts__gt=0)
+        assert {r.shown_status for r in rows if r.attempts > r.attempt_base} == {name}
+    assert set(OUTCOMES) == set(Status) - {Status.PROCESSING}
+
+
+# What a module would write if it spelt a state again instead of importing it from
+# notifications/models.py: the predicates, and the lists of outcome or finished names.
+RESPELT = {
+    "retrying or pending, by attempts": re.compile(r"attempts\s*(>|=|==|<=)\s*[\w.]*attempt_base"),
+    "due, by next_attempt_at": re.compile(r"next_attempt_at\s*<=\s*now\(\)"),
+    "finished, as a list": re.compile(r"""["']sent["'],\s*["']failed["'],\s*["']dead["']"""),
+    "failed or dead, as a list": re.compile(r"""["']failed["'],\s*["']dead["']"""),
+    "the outcomes, as a list": re.compile(r"""["']sent["'],\s*["']retrying["']"""),
+}
+# Where the states are defined, and the tables' history.
+DEFINED_IN = {Path("notifications/models.py")}
+
+
+def sources() -> list[Path]:
+    folders = ("notifications", "showcases", "core", "v10r")
+    return [
+        path.relative_to(BASE_DIR)
+        for folder in folders
+        for path in sorted((BASE_DIR / folder).rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+def code_of(path: Path) -> str:
+    """The module's code and its strings (the SQL), without comments and docstrings, which
+    may name a state in prose."""
+    tree = ast.parse((BASE_DIR / path).read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(getattr(node, "body", None), list)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    strings = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+    return "\n".join([ast.unparse(tree), *strings])
+
+
+def test_no_module_spells_a_state_or_an_outcome_list_that_models_defines():
+    found = [
+        f"{path}: {what}"
+        for path in sources()
+        if path not in DEFINED_IN
+        for what, pattern in RESPELT.items()
+        if pattern.search(code_of(path))
+    ]
+    assert found == []

@@ -53,7 +53,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, dry_run, sent_days, finished_days, batch, pause, max_seconds, **_):
         try:
-            policy = retention.Policy.from_settings(
+            policy = retention.RetentionPolicy.from_settings(
                 keep_sent=timedelta(days=sent_days) if sent_days else None,
                 keep_finished=timedelta(days=finished_days) if finished_days else None,
                 batch=batch,
