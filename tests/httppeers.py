@@ -407,6 +407,24 @@ def bot_fixtures(peer_class: type[HTTPPeer], channel_class: type, *, token: str,
     return api, channel
 
 
+# The parameters of a bot channel's test that each misbehaviour is the error it means.
+MISBEHAVIOUR_FIELDS = ("behaviour", "code", "retryable", "retry_after", "deactivate")
+
+
+def bot_misbehaviours(*, rate_limit_wait: timedelta) -> list[tuple]:
+    """What each misbehaviour of a bot API means, as MISBEHAVIOUR_FIELDS: the same for every
+    bot but for the wait its 429 asks for."""
+    return [
+        (Behaviour.RATE_LIMITED, "HTTP_429", True, rate_limit_wait, False),
+        (Behaviour.UNAVAILABLE, "HTTP_503", True, None, False),
+        (Behaviour.BLOCKED, "BOT_BLOCKED", False, None, True),
+        (Behaviour.GONE, "HTTP_410", False, None, False),
+        (Behaviour.BAD_REQUEST, "HTTP_400", False, None, False),
+        (Behaviour.REDIRECT, "HTTP_REDIRECT", False, None, False),
+        (Behaviour.DROP, "HTTP_NETWORK", True, None, False),
+    ]
+
+
 class WebhookReceiver(HTTPPeer):
     """Takes any POST, and checks its signature against secrets with spec_verify."""
 

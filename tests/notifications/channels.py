@@ -132,41 +132,32 @@ class SlowChannel(_Recorder):
         return SendResult(provider_message_id=f"slow-{outgoing.delivery_id}")
 
 
-class LocalChannel(_Recorder):
-    """Sends that finish at once, without I/O; remembers which thread sent each."""
+class _ThreadRecorder(_Recorder):
+    """Like RecordingChannel, and remembers which thread sent each."""
+
+    threads: list[str] = []
+
+    @classmethod
+    def reset(cls) -> None:
+        super().reset()
+        cls.threads = []
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        self.record(outgoing)
+        with self.lock:
+            type(self).threads.append(threading.current_thread().name)
+        return SendResult(provider_message_id=f"{self.name}-{outgoing.delivery_id}")
+
+
+class LocalChannel(_ThreadRecorder):
+    """Sends that finish at once, without I/O."""
 
     name = "local"
     local = True
-    threads: list[str] = []
-
-    @classmethod
-    def reset(cls) -> None:
-        super().reset()
-        cls.threads = []
-
-    def send(self, outgoing: Outgoing) -> SendResult:
-        self.record(outgoing)
-        with self.lock:
-            type(self).threads.append(threading.current_thread().name)
-        return SendResult(provider_message_id=f"local-{outgoing.delivery_id}")
 
 
-class ThreadRecordingChannel(_Recorder):
-    """Like RecordingChannel, and remembers which thread sent each."""
-
+class ThreadRecordingChannel(_ThreadRecorder):
     name = "thread_recording"
-    threads: list[str] = []
-
-    @classmethod
-    def reset(cls) -> None:
-        super().reset()
-        cls.threads = []
-
-    def send(self, outgoing: Outgoing) -> SendResult:
-        self.record(outgoing)
-        with self.lock:
-            type(self).threads.append(threading.current_thread().name)
-        return SendResult(provider_message_id=f"thread-{outgoing.delivery_id}")
 
 
 ALL = [

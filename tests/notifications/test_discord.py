@@ -10,7 +10,13 @@ import pytest
 from notifications.channels import http
 from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.discord import DiscordChannel, message
-from tests.httppeers import Behaviour, DiscordPeer, bot_fixtures
+from tests.httppeers import (
+    MISBEHAVIOUR_FIELDS,
+    Behaviour,
+    DiscordPeer,
+    bot_fixtures,
+    bot_misbehaviours,
+)
 
 TOKEN = "MTA0NjQ2.test-discord-token.0123456789abcdef"
 # Longer than the peer's second between trickled bytes: only the deadline can cut.
@@ -65,18 +71,9 @@ def test_a_message_opens_the_dm_channel_then_posts_one_embed_to_it(api, channel)
     assert api.accepted == 1  # both requests on one connection
 
 
+# The header's whole seconds win over the body's 2.5.
 @pytest.mark.parametrize(
-    ("behaviour", "code", "retryable", "retry_after", "deactivate"),
-    [
-        # The header's whole seconds win over the body's 2.5.
-        (Behaviour.RATE_LIMITED, "HTTP_429", True, timedelta(seconds=3), False),
-        (Behaviour.UNAVAILABLE, "HTTP_503", True, None, False),
-        (Behaviour.BLOCKED, "BOT_BLOCKED", False, None, True),
-        (Behaviour.GONE, "HTTP_410", False, None, False),
-        (Behaviour.BAD_REQUEST, "HTTP_400", False, None, False),
-        (Behaviour.REDIRECT, "HTTP_REDIRECT", False, None, False),
-        (Behaviour.DROP, "HTTP_NETWORK", True, None, False),
-    ],
+    MISBEHAVIOUR_FIELDS, bot_misbehaviours(rate_limit_wait=timedelta(seconds=3))
 )
 def test_each_misbehaviour_is_the_error_it_means_and_never_shows_the_token(
     api, channel, behaviour, code, retryable, retry_after, deactivate

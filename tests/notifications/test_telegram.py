@@ -10,7 +10,13 @@ import pytest
 from notifications.channels import http
 from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.telegram import TEXT_LIMIT, TelegramChannel, message_text
-from tests.httppeers import Behaviour, TelegramPeer, bot_fixtures
+from tests.httppeers import (
+    MISBEHAVIOUR_FIELDS,
+    Behaviour,
+    TelegramPeer,
+    bot_fixtures,
+    bot_misbehaviours,
+)
 
 TOKEN = "123456:AAE-test_token-0123456789abcdef"
 # Longer than the peer's second between trickled bytes, so no per-read timeout can be what
@@ -58,16 +64,7 @@ def test_a_message_goes_to_the_chat_as_escaped_html(api, channel):
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "code", "retryable", "retry_after", "deactivate"),
-    [
-        (Behaviour.RATE_LIMITED, "HTTP_429", True, timedelta(seconds=7), False),
-        (Behaviour.UNAVAILABLE, "HTTP_503", True, None, False),
-        (Behaviour.BLOCKED, "BOT_BLOCKED", False, None, True),
-        (Behaviour.GONE, "HTTP_410", False, None, False),
-        (Behaviour.BAD_REQUEST, "HTTP_400", False, None, False),
-        (Behaviour.REDIRECT, "HTTP_REDIRECT", False, None, False),
-        (Behaviour.DROP, "HTTP_NETWORK", True, None, False),
-    ],
+    MISBEHAVIOUR_FIELDS, bot_misbehaviours(rate_limit_wait=timedelta(seconds=7))
 )
 def test_each_misbehaviour_is_the_error_it_means_and_never_shows_the_token(
     api, channel, behaviour, code, retryable, retry_after, deactivate
