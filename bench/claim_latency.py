@@ -27,7 +27,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url  # noqa: E402
+from bench.database import environment, prepare_database, server_url, start_drain  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
 
@@ -225,13 +225,7 @@ def prune_beside_a_drain(url: str) -> dict:
             "UPDATE notifications.notification_deliveries SET next_attempt_at = now()"
             " WHERE status = 'pending'"
         )
-    drain = subprocess.Popen(
-        [sys.executable, "manage.py", "drain_outbox"],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    drain = start_drain(env)
     try:
         began = time.perf_counter()
         run = subprocess.run(

@@ -52,3 +52,32 @@ def environment(url: str) -> dict[str, str]:
     env.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
     env.pop("DJANGO_DEBUG", None)  # DEBUG would record every query and slow the loop
     return env
+
+
+def keep_database(url: str) -> None:
+    """Create url's database if it is missing (it is kept between runs), and migrate it."""
+    name = urlsplit(url).path.lstrip("/") or BENCH_DB
+    with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+        if exists.fetchone() is None:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    migrate(url)
+
+
+def web_environment(url: str, **settings: str) -> dict[str, str]:
+    """The environment of a web process serving on loopback without TLS, with settings."""
+    env = {k: v for k, v in environment(url).items() if not k.startswith("GUNICORN_")}
+    return env | {
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "V10R_TRUSTED_PROXIES": "1",
+        **settings,
+    }
+
+
+def start_drain(env: dict[str, str], *options: str) -> subprocess.Popen:
+    """Start `manage.py drain_outbox` with options under env, its output discarded."""
+    command = [sys.executable, "manage.py", "drain_outbox", *options]
+    quiet = subprocess.DEVNULL
+    return subprocess.Popen(command, cwd=BASE_DIR, env=env, stdout=quiet, stderr=quiet)

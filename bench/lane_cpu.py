@@ -47,7 +47,7 @@ from PIL import Image, ImageDraw
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, migrate, server_url  # noqa: E402 - after sys.path
+from bench.database import keep_database, server_url, web_environment  # noqa: E402 - after sys.path
 from tests.deploy.servers import GUNICORN, Nginx, Server, nginx_executable  # noqa: E402
 
 DATABASE = "v10r_bench_lane_cpu"
@@ -232,18 +232,8 @@ class App(Server):
 
 
 def prepare(url: str) -> dict[str, str]:
-    with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE])
-        if exists.fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    migrate(url)
-    env = {k: v for k, v in environment(url).items() if not k.startswith("GUNICORN_")}
-    return env | {
-        "DJANGO_DEBUG": "0",
-        "DJANGO_SECURE_SSL_REDIRECT": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "V10R_TRUSTED_PROXIES": "1",
-    }
+    keep_database(url)
+    return web_environment(url)
 
 
 def collect_static(tree: Path, env: dict[str, str]) -> None:

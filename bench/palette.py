@@ -35,7 +35,6 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
-import psycopg
 from PIL import Image
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -43,7 +42,7 @@ sys.path.insert(0, str(BASE_DIR))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
 os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
 
-from bench.database import environment, migrate, server_url  # noqa: E402 - after sys.path
+from bench.database import keep_database, server_url, web_environment  # noqa: E402 - after sys.path
 from tests.deploy import clients  # noqa: E402
 from tests.deploy.servers import CONFIG, GUNICORN, Server  # noqa: E402
 
@@ -239,21 +238,13 @@ def analyse_twice(port: int, jpeg: bytes, *, client: str) -> list[dict[str, floa
 
 def prepare(url: str, static_root: Path) -> dict[str, str]:
     """Create and migrate the database (kept between runs); return the web environment."""
-    with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE])
-        if exists.fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    migrate(url)
-    env = {k: v for k, v in environment(url).items() if not k.startswith("GUNICORN_")}
-    return env | {
-        "DJANGO_SETTINGS_MODULE": "v10r.settings",
-        "DJANGO_DEBUG": "0",
-        "DJANGO_SECURE_SSL_REDIRECT": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+    keep_database(url)
+    return web_environment(
+        url,
+        DJANGO_SETTINGS_MODULE="v10r.settings",
         # Nothing here serves static files; an empty folder keeps WhiteNoise from warning.
-        "DJANGO_STATIC_ROOT": str(static_root),
-        "V10R_TRUSTED_PROXIES": "1",
-    }
+        DJANGO_STATIC_ROOT=str(static_root),
+    )
 
 
 def fill_cache(env: dict[str, str]) -> None:

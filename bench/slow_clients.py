@@ -26,12 +26,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, migrate, server_url  # noqa: E402 - after sys.path
+from bench.database import keep_database, server_url, web_environment  # noqa: E402 - after sys.path
 from tests.deploy import clients  # noqa: E402
 from tests.deploy.servers import Gunicorn, Nginx, nginx_executable  # noqa: E402
 
@@ -48,20 +46,8 @@ NGINX_VALUES = {
 def prepare(url: str, static_root: Path) -> dict[str, str]:
     """Create and migrate the database (kept between runs), collect static files; return
     the web process's environment."""
-    with psycopg.connect(url, dbname="postgres", autocommit=True) as admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE])
-        if exists.fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    migrate(url)
-    env = environment(url)
-    env = {k: v for k, v in env.items() if not k.startswith(("GUNICORN_", "DJANGO_DEBUG"))}
-    env |= {
-        "DJANGO_DEBUG": "0",
-        "DJANGO_SECURE_SSL_REDIRECT": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DJANGO_STATIC_ROOT": str(static_root),
-        "V10R_TRUSTED_PROXIES": "1",
-    }
+    keep_database(url)
+    env = web_environment(url, DJANGO_STATIC_ROOT=str(static_root))
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
         cwd=BASE_DIR,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -27,7 +26,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url  # noqa: E402
+from bench.database import environment, prepare_database, server_url, start_drain  # noqa: E402
 
 LATENCIES_MS = (0, 20)
 
@@ -109,13 +108,7 @@ def one_run(url: str, rows: int, latency_ms: int) -> float:
             "V10R_CHANNELS": "webhook,demo",
             "DELIVERY_INTERVAL_SECONDS": "0.5",
         }
-        drain = subprocess.Popen(
-            [sys.executable, "manage.py", "drain_outbox"],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        drain = start_drain(env)
         try:
             deadline = time.monotonic() + 600
             while len(receiver.arrivals) < rows and time.monotonic() < deadline:

@@ -97,21 +97,30 @@ def test_each_row_reads_one_state_in_the_badge_the_filter_the_tiles_and_the_dash
     assert health.system_failures == 2
 
 
-# Every kind of row a state could be told apart by: (status, attempts, attempt_base, due,
-# channel).
+def row(status: str, attempts: int = 0, base: int = 0, *, due: bool = False, channel="recording"):
+    return {
+        "status": status,
+        "attempts": attempts,
+        "attempt_base": base,
+        "due": due,
+        "channel": channel,
+    }
+
+
+# Every kind of row a state could be told apart by.
 EVERY_STATE = {
-    "fresh": ("pending", 0, 0, True, "recording"),
-    "scheduled": ("pending", 0, 0, False, "recording"),
-    "backing_off": ("pending", 1, 0, False, "recording"),
-    "due_again": ("pending", 2, 0, True, "recording"),
-    "retried": ("pending", 3, 3, True, "recording"),
-    "released": ("pending", 2, 1, True, "recording"),
-    "processing": ("processing", 1, 0, False, "recording"),
-    "sent": ("sent", 1, 0, False, "recording"),
-    "failed": ("failed", 1, 0, False, "recording"),
-    "dead": ("dead", 5, 0, False, "recording"),
-    "dead_demo": ("dead", 5, 0, False, "demo"),
-    "demo_due": ("pending", 0, 0, True, "demo"),
+    "fresh": row("pending", due=True),
+    "scheduled": row("pending"),
+    "backing_off": row("pending", 1),
+    "due_again": row("pending", 2, due=True),
+    "retried": row("pending", 3, 3, due=True),
+    "released": row("pending", 2, 1, due=True),
+    "processing": row("processing", 1),
+    "sent": row("sent", 1),
+    "failed": row("failed", 1),
+    "dead": row("dead", 5),
+    "dead_demo": row("dead", 5, channel="demo"),
+    "demo_due": row("pending", due=True, channel="demo"),
 }
 
 
@@ -119,13 +128,14 @@ EVERY_STATE = {
 def every_state(user):
     """A table with a row of every kind in EVERY_STATE; returns {name: id}."""
     ids = dict(zip(EVERY_STATE, make_deliveries(user, len(EVERY_STATE)), strict=True))
-    for name, (status, attempts, base, due, channel) in EVERY_STATE.items():
+    for name, values in EVERY_STATE.items():
         execute(
             "UPDATE notifications.notification_deliveries"
-            " SET status = %s, attempts = %s, attempt_base = %s, channel = %s,"
-            " next_attempt_at = CASE WHEN %s THEN now() ELSE now() + interval '1 hour' END"
-            " WHERE id = %s",
-            [status, attempts, base, channel, due, ids[name]],
+            " SET status = %(status)s, attempts = %(attempts)s, attempt_base = %(attempt_base)s,"
+            " channel = %(channel)s, next_attempt_at"
+            " = CASE WHEN %(due)s THEN now() ELSE now() + interval '1 hour' END"
+            " WHERE id = %(id)s",
+            {**values, "id": ids[name]},
         )
     return ids
 

@@ -118,18 +118,18 @@ def test_the_refusal_is_in_the_admins_language(client, staff):
     assert "Zu viele fehlgeschlagene Anmeldungen" in refused.content.decode()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_burst_of_concurrent_guesses_gets_no_more_password_checks_than_the_limit(staff):
+def guess_at_once(guesses: int, *, address: str) -> list[str]:
+    """Send guesses wrong passwords for "fixer" from address, all at the same moment, one
+    thread each; return each login form's error code."""
     from django.db import connection
     from django.test import RequestFactory
 
     from v10r.admin import ThrottledLoginForm
 
-    guesses = LOGIN_FAILURES_PER_CLIENT * 3
     start = threading.Barrier(guesses)
 
     def guess(_: int) -> str:
-        request = RequestFactory().post(LOGIN, REMOTE_ADDR="192.0.2.99")
+        request = RequestFactory().post(LOGIN, REMOTE_ADDR=address)
         form = ThrottledLoginForm(request, data={"username": "fixer", "password": "wrong"})
         start.wait(timeout=30)
         try:
@@ -139,7 +139,13 @@ def test_a_burst_of_concurrent_guesses_gets_no_more_password_checks_than_the_lim
             connection.close()
 
     with ThreadPoolExecutor(max_workers=guesses) as pool:
-        codes = list(pool.map(guess, range(guesses)))
+        return list(pool.map(guess, range(guesses)))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_concurrent_guesses_gets_no_more_password_checks_than_the_limit(staff):
+    guesses = LOGIN_FAILURES_PER_CLIENT * 3
+    codes = guess_at_once(guesses, address="192.0.2.99")
     assert codes.count("invalid_login") == LOGIN_FAILURES_PER_CLIENT
     assert codes.count("throttled") == guesses - LOGIN_FAILURES_PER_CLIENT
 
@@ -148,27 +154,9 @@ def test_a_burst_of_concurrent_guesses_gets_no_more_password_checks_than_the_lim
 def test_a_burst_from_a_new_address_gets_one_password_check_once_the_usernames_count_is_full(
     client, staff
 ):
-    from django.db import connection
-    from django.test import RequestFactory
-
-    from v10r.admin import ThrottledLoginForm
-
     fill_the_usernames_count(client)
     guesses = LOGIN_FAILURES_PER_CLIENT
-    start = threading.Barrier(guesses)
-
-    def guess(_: int) -> str:
-        request = RequestFactory().post(LOGIN, REMOTE_ADDR="203.0.113.8")
-        form = ThrottledLoginForm(request, data={"username": "fixer", "password": "wrong"})
-        start.wait(timeout=30)
-        try:
-            form.is_valid()
-            return form.errors.as_data()["__all__"][0].code
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=guesses) as pool:
-        codes = list(pool.map(guess, range(guesses)))
+    codes = guess_at_once(guesses, address="203.0.113.8")
     assert codes.count("invalid_login") == 1
     assert codes.count("throttled") == guesses - 1
 
