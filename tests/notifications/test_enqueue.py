@@ -9,14 +9,22 @@ from notifications.models import Notification, NotificationDelivery, Recipient
 from tests.notifications.channels import RecordingChannel
 
 
-def test_send_writes_the_notification_and_one_pending_delivery_per_channel(db, user):
-    notification = send_notification(
-        user=user,
-        type="welcome",
-        message_key="welcome",
-        params={"name": "Ada"},
-        channels=["email", "recording", "email"],
+def welcome(user, *, channels):
+    """Queue the welcome message for user on channels."""
+    return send_notification(
+        user=user, type="welcome", message_key="welcome", params={"name": "Ada"}, channels=channels
     )
+
+
+def plain(user, *, channels):
+    """Queue a notification that renders anywhere (the demo's message) for user on channels."""
+    return send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=channels
+    )
+
+
+def test_send_writes_the_notification_and_one_pending_delivery_per_channel(db, user):
+    notification = welcome(user, channels=["email", "recording", "email"])
     deliveries = notification.deliveries.order_by("channel")
     assert [(d.channel, d.status, d.attempts) for d in deliveries] == [
         ("email", "pending", 0),
@@ -40,13 +48,7 @@ def test_enqueue_rolls_back_with_the_callers_transaction(db, user):
 
 
 def test_the_same_notification_and_channel_never_make_two_rows(db, user):
-    notification = send_notification(
-        user=user,
-        type="t",
-        message_key="queue.demo",
-        params={"label": "x"},
-        channels=["recording"],
-    )
+    notification = plain(user, channels=["recording"])
     add_channels(notification=notification, channels=["recording", "email"])
     add_channels(notification=notification, channels=["email"])
     assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
@@ -81,13 +83,7 @@ def test_bad_input_is_refused_at_enqueue_time_with_a_clear_error(db, user, kwarg
 
 def test_channels_must_be_a_list_not_a_string(db, user):
     with pytest.raises(TypeError, match="list of channel names"):
-        send_notification(
-            user=user,
-            type="t",
-            message_key="queue.demo",
-            params={"label": "x"},
-            channels="email",
-        )
+        plain(user, channels="email")
 
 
 @pytest.mark.parametrize(
@@ -99,13 +95,7 @@ def test_channels_must_be_a_list_not_a_string(db, user):
     ],
 )
 def test_messages_are_rendered_at_delivery_in_the_recipients_language(db, user, language, subject):
-    send_notification(
-        user=user,
-        type="welcome",
-        message_key="welcome",
-        params={"name": "Ada"},
-        channels=["recording"],
-    )
+    welcome(user, channels=["recording"])
     # The preference is read when the delivery is sent, not when it was queued.
     Recipient.objects.create(user=user, language=language)
     worker.drain_once()
@@ -157,9 +147,7 @@ def test_two_transactions_adding_the_same_channel_at_once_make_one_row(transacti
 
     from tests.helpers import poll
 
-    notification = send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["email"]
-    )
+    notification = plain(user, channels=["email"])
     second: dict = {}
 
     def add_in_a_second_transaction():
@@ -201,9 +189,7 @@ def test_adding_channels_is_one_insert_that_skips_what_is_there(db, user):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    notification = send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["email"]
-    )
+    notification = plain(user, channels=["email"])
     with CaptureQueriesContext(connection) as queries:
         add_channels(notification=notification, channels=["email", "recording"])
     [insert] = [q["sql"] for q in queries.captured_queries]
