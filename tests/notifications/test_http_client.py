@@ -4,9 +4,11 @@ when idle or at shutdown; redirects are not followed; a body is read only so far
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -286,3 +288,31 @@ def test_a_shared_deadline_that_has_passed_fails_before_connecting(peer, client)
 
 def test_worst_case_is_the_deadline_and_a_second(client):
     assert client.worst_case == timedelta(seconds=DEADLINE + 1)
+
+
+def test_a_forked_child_starts_without_the_parents_connections_or_watchdog(peer, client):
+    """The child never sends on the parent's connections, and its deadlines are kept by a
+    watchdog of its own: the parent's thread did not come with the fork."""
+    peer.trickle_interval = 0.25  # well within any per-read timeout: only the watchdog cuts
+    peer.behaviour_of = lambda request: (
+        Behaviour.TRICKLE if request.path == "/trickle" else Behaviour.OK
+    )
+    assert client.request("GET", f"{peer.url}/").status == 200
+    assert client.open_connections() == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads running
+        child = os.fork()
+    if child == 0:
+        try:
+            fresh = client.open_connections() == 0
+            sent = client.request("GET", f"{peer.url}/").status == 200
+            error, seconds = timed(lambda: client.request("GET", f"{peer.url}/trickle"))
+            cut = getattr(error, "code", None) == "HTTP_TIMEOUT" and seconds < DEADLINE + SLACK
+            os._exit(0 if fresh and sent and cut else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert peer.accepted == 2  # the child made a connection of its own
+    assert client.request("GET", f"{peer.url}/").status == 200  # the parent's is still good
+    assert peer.accepted == 2
