@@ -10,10 +10,36 @@ import pytest
 from django.core.management import call_command
 
 
-@pytest.fixture(scope="session", autouse=True)
-def collected_static(django_db_blocker):
-    """Run collectstatic once, as a deploy does: templates need the manifest with DEBUG off."""
+@pytest.fixture(scope="session")
+def collected_static():
+    """Run collectstatic once, as a deploy does: with DEBUG off, `{% static %}` and
+    staticfiles_storage.url() refuse a name the manifest lacks.
+
+    Requested by what renders pages (the test clients below, the browser and deploy servers,
+    and the tests that build their own Client or call the storage), not by every test: a
+    session of pure tests has no page to render and skips the seconds it takes."""
     call_command("collectstatic", interactive=False, clear=True, verbosity=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def static_before_the_first_test(request):
+    """Collect at the start of any session that has a test needing it, before its first
+    test, as every session did when this was autouse: a run's results do not depend on
+    which of its tests asks first."""
+    if any("collected_static" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("collected_static")
+
+
+@pytest.fixture
+def client(client, collected_static):
+    """pytest-django's test client, with the static manifest its pages render from."""
+    return client
+
+
+@pytest.fixture
+def admin_client(admin_client, collected_static):
+    """pytest-django's logged-in superuser client, with the static manifest."""
+    return admin_client
 
 
 @pytest.fixture(autouse=True)

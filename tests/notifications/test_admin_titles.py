@@ -17,7 +17,7 @@ from notifications.admin.wording import Worded
 from notifications.models import ChannelAddress
 from tests.helpers import finish, make_deliveries
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("collected_static")]
 
 WORDED = [
     pytest.param(model_admin, id=model_admin.model._meta.label)

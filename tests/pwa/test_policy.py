@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from pwa import precache
 from tests.helpers import require
 
@@ -28,6 +30,7 @@ def test_the_policy_table_passes_under_node():
     assert passed >= 50, "every row of the table ran"
 
 
+@pytest.mark.usefixtures("collected_static")
 def test_the_table_is_checked_against_the_config_the_site_sends(settings):
     precache.worker_config.cache_clear()
     try:
