@@ -66,3 +66,37 @@ def test_each_browser_lane_measures_its_phases_on_its_own_thread(site, page):
         measured["decode"][0] + measured["readBack"][0], abs=0.51
     )
     assert shown["analysis"] == pytest.approx(measured["palette"][0], abs=0.51)
+
+
+READ_WORK = """() => Object.fromEntries(
+  [...document.querySelectorAll("[data-lane]")].map((lane) => {
+    const analysis = lane.querySelector("[data-stat=analysis]");
+    return [lane.dataset.lane, {
+      label: analysis.previousElementSibling.textContent,
+      passes: analysis.dataset.passes,
+      pixels: lane.querySelector("[data-stat=size]").textContent,
+    }];
+  }),
+)"""
+
+
+def test_the_three_lanes_analysis_times_the_same_work_on_the_same_pixels(site, page):
+    page.goto(site.url + PAGE)
+    page.wait_for_selector("#palette-demo[data-ready=true]")
+    page.click("[data-sample]")
+    page.wait_for_selector("[data-run=main]:not([disabled])")
+    for lane in ("main", "worker", "server"):
+        run_lane(page, lane)
+
+    work = page.evaluate(READ_WORK)
+    # One word for the three figures, so one piece of work: the same number of palette passes
+    # (the one the page's note names) over the same pixels, at the 720 px work size.
+    assert {lane: figure["label"].split(",")[0] for lane, figure in work.items()} == {
+        "main": "Analysis",
+        "worker": "Analysis",
+        "server": "Analysis",
+    }
+    assert {figure["passes"] for figure in work.values()} == {"1"}, work
+    assert len({figure["pixels"] for figure in work.values()}) == 1, work
+    note = page.text_content("[data-analysis-note]")
+    assert "one palette pass" in note

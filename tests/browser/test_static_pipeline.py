@@ -100,3 +100,52 @@ def test_hashed_files_are_cached_forever_and_compressed(site_server, client):
     assert "immutable" in cache_control
     assert int(re.search(r"max-age=(\d+)", cache_control).group(1)) >= 365 * 24 * 3600
     assert encoding == "gzip"
+
+
+# import … from "./x.js", import "./x.js", export … from "./x.js", import("./x.js")
+RELATIVE_IMPORT = re.compile(r"""(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}/[^"']+)["']""")
+
+
+def test_every_relative_import_in_every_collected_module_names_its_hashed_twin():
+    paths = manifest()
+    modules = [name for name in paths if name.startswith("showcases/") and name.endswith(".js")]
+    # The page's modules, the old and the ones split out of workers-page.js.
+    assert {
+        "showcases/workers-page.js",
+        "showcases/lanes.js",
+        "showcases/verdict.js",
+        "showcases/choosing.js",
+        "showcases/errors.js",
+        "showcases/sentences.js",
+    } <= set(modules)
+    checked = 0
+    for name in modules:
+        folder = name.rsplit("/", 1)[0]
+        source = (settings.STATIC_ROOT / paths[name]).read_text()
+        for target in RELATIVE_IMPORT.findall(source):
+            assert HASHED.search(target), f"{paths[name]} imports {target}, unhashed"
+            assert (settings.STATIC_ROOT / folder / target).is_file(), f"{name}: {target}"
+            checked += 1
+    assert checked >= 20, checked
+
+
+def test_the_workers_page_loads_its_modules_hashed_and_becomes_ready(site, page):
+    requests = static_js_requests(page)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
+    page.on("requestfailed", lambda r: failed.append(r.url))
+    page.goto(site.url + "/showcases/workers/")
+    page.wait_for_selector("#palette-demo[data-ready=true]")
+    fetched = {url.rsplit("/", 1)[1] for url in requests}
+    assert {name.split(".")[0] for name in fetched} >= {
+        "workers-page",
+        "lanes",
+        "verdict",
+        "choosing",
+        "errors",
+        "sentences",
+        "numbers",
+    }, fetched
+    assert all(HASHED.search(name) for name in fetched), fetched
+    assert failed == []
+    assert csp_violations(page) == []

@@ -3,7 +3,9 @@ from __future__ import annotations
 import html
 import io
 import re
+import subprocess
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from PIL import Image
 from notifications import heartbeat, outbox, worker
 from notifications.models import NotificationDelivery
 from showcases import palette
+from tests.helpers import require
 
 PAGE = "/showcases/workers/"
 pytestmark = pytest.mark.django_db
@@ -234,6 +237,37 @@ def test_the_server_lane_returns_palette_py_on_the_decoded_pixels(client):
     assert (result["width"], result["height"]) == (70, 50)
     expected = palette.dominant_colors(np.asarray(image.convert("RGBA")))
     assert result["swatches"] == expected
+
+
+def test_the_server_lane_reports_as_many_palette_passes_as_it_runs(client, monkeypatch):
+    passes = []
+    real = palette.dominant_colors
+
+    def counted(*args, **kwargs):
+        passes.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(palette, "dominant_colors", counted)
+    result = post_image(client, encoded(Image.new("RGB", (40, 30), (9, 80, 200)), "PNG")).json()
+    assert result["passes"] == len(passes) == 1
+
+
+def test_the_browser_lanes_run_as_many_palette_passes_as_the_server_lane(client):
+    """The page shows the three lanes' times under one word, "Analysis": so one piece of work."""
+    module = Path(__file__).parents[2] / "showcases/static/showcases/image-analysis.js"
+    script = f"const {{ PASSES }} = await import({module.as_uri()!r}); console.log(PASSES);"
+    node = require("node", install="Node.js 20 or later")
+    browser = subprocess.run(
+        [node, "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    server = post_image(client, encoded(Image.new("RGB", (40, 30), (9, 80, 200)), "PNG")).json()
+    assert int(browser.stdout) == server["passes"]
+    body = client.get(PAGE).content.decode()
+    assert "one palette pass over the pixels analysed" in body
 
 
 def test_a_large_jpeg_is_shrunk_to_720_on_its_longest_edge(client):

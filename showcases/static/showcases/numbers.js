@@ -1,12 +1,15 @@
 // Numbers in the page's language (<html lang>): "2.3 ms" in English is "2,3 мс" in Russian
 // and "2,3 ms" in German. Units come from Intl, which also knows their plurals ("0 байт").
 
+// The page's language; none outside a page (Node's tests), where Intl uses its default.
+const language = () => globalThis.document?.documentElement.lang || undefined;
+
 const formats = new Map();
 
 function formatter(options) {
   const key = JSON.stringify(options);
   if (!formats.has(key)) {
-    formats.set(key, new Intl.NumberFormat(document.documentElement.lang || undefined, options));
+    formats.set(key, new Intl.NumberFormat(language(), options));
   }
   return formats.get(key);
 }
@@ -59,7 +62,7 @@ export function count(value) {
   return formatter({ maximumFractionDigits: 0 }).format(value);
 }
 
-const pluralRules = new Intl.PluralRules(document.documentElement.lang || undefined);
+const pluralRules = new Intl.PluralRules(language());
 
 // forms: the page's words for each plural category of its language (views._plural_forms),
 // from which the language's own rule picks: "1 кадр", "2 кадра", "5 кадров", "21 кадр".
