@@ -4,11 +4,11 @@ The real page, served as the browser tests serve it (the whole WSGI app with DEB
 CSP, the collected and hashed static files), in Debian's headless Chromium. A 12 MP JPEG
 (bench/palette.py's photo) is chosen in the page, and each browser lane is run --runs times at
 720 px and at full resolution by clicking its button. Each run's decode, read-back (the scaled
-draw and getImageData) and palette time (the page's "Analysis": three palette passes and the
-luminance) are the User Timing measures image-analysis.js records on the thread that ran it,
+draw and getImageData) and palette time (the page's "Analysis": one palette pass and the
+luminance, as on the server) are the User Timing measures image-analysis.js records on the thread that ran it,
 read from the page for the main lane and from the worker for the worker lane.
 
-Beside them, palette.js under Node runs the same passes on the same pixels: the page itself
+Beside them, palette.js under Node runs the same pass on the same pixels: the page itself
 reads them back with image-analysis.js's readPixels (the code both lanes run) from the same
 file, and hands them over. One Node process times one run after each run of the two lanes, so
 a noisy moment on a busy machine lands on all three, and its compiler warms up as the page's
@@ -284,7 +284,7 @@ def main() -> None:
         print(f"- main-lane palette / Node, {label}: {ratio:.2f}×{target}")
     print(
         "- decode = createImageBitmap; read-back = the scaled drawImage + getImageData; "
-        'palette = the page\'s "Analysis": three dominantColors passes + averageLuminance'
+        'palette = the page\'s "Analysis": one dominantColors pass + averageLuminance'
     )
 
 
