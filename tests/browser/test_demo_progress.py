@@ -78,9 +78,11 @@ SNAPSHOT_AT = """([lane, where]) => {
             return original.apply(this, args);
         };
     } else {
+        // Only the lane's own post: the live queue below polls with fetch too.
+        const url = document.getElementById("palette-demo").dataset.serverUrl;
         const original = window.fetch;
         window.fetch = (...args) => {
-            snapshot();
+            if (String(args[0]) === url) snapshot();
             return original(...args);
         };
     }
