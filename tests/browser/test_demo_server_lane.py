@@ -61,8 +61,9 @@ def test_at_full_resolution_the_server_lane_says_it_still_works_at_720_px(
     run_lane(page, "main")
     run_lane(page, "server")
     # What each lane really analysed, side by side.
-    assert stat(page, "main", "size") == "1200 × 900 px"
-    assert stat(page, "server", "size") == "720 × 540 px"
+    unit = {"en": "px", "ru": "пкс"}[language]
+    assert stat(page, "main", "size") == f"1200 × 900 {unit}"
+    assert stat(page, "server", "size") == f"720 × 540 {unit}"
     page.check("input[name=work-size][value='720']")
     assert page.is_hidden(note)
     assert csp_violations(page) == []
