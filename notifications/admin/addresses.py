@@ -52,7 +52,8 @@ class ChannelAddressForm(forms.ModelForm):
             self.add_error("address", _("A Telegram chat id is a number, or @ and a name."))
         elif channel == "discord" and not _SNOWFLAKE.fullmatch(address):
             self.add_error("address", _("A Discord user id is a number of up to 20 digits."))
-        elif channel == "webhook":
+        elif channel == "webhook" and address and not self.has_error("address"):
+            # An empty or over-long address already has the field's own error.
             self.check_webhook(address)
         data["address"] = address
         user, active = data.get("user"), data.get("is_active")

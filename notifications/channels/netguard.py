@@ -191,10 +191,12 @@ def parse_url(url: str) -> Destination:
     except ValueError as exc:  # brackets around something that is not an IPv6 address
         raise Refused(gettext_noop("The URL cannot be read: %(error)s"), error=str(exc)) from None
     scheme = parts.scheme.lower()
+    if not scheme:
+        raise Refused(gettext_noop("This is not a full URL: write it with https:// in front."))
     if scheme not in SCHEMES:
         raise Refused(
             gettext_noop("Only http and https URLs are allowed, not %(scheme)s."),
-            scheme=repr(parts.scheme or "none"),
+            scheme=repr(parts.scheme),
         )
     if "@" in parts.netloc:
         raise Refused(gettext_noop("The URL may not carry a user name or password."))

@@ -223,6 +223,27 @@ def test_a_webhook_the_drain_would_refuse_is_refused_by_the_form(staff, user, ur
     assert not ChannelAddress.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("address", "error", "absent"),
+    [
+        # Empty: the field's own error, and nothing about URLs beside it.
+        ("", "This field is required.", "http and https"),
+        ("example.com/hook", "This is not a full URL: write it with https:// in front.", "none"),
+        ("ftp://example.com/", "Only http and https URLs are allowed, not 'ftp'.", "none"),
+        # Over the field's 500 characters: its length error alone.
+        ("https://example.com/" + "a" * 500, "Ensure this value has at most 500", "http and https"),
+    ],
+)
+def test_a_webhook_address_that_is_no_url_gets_one_error_that_says_why(
+    staff, user, address, error, absent
+):
+    page = html.unescape(staff.post(LIST + "add/", form(user, "webhook", address)).content.decode())
+    errors = page.split('class="errorlist', 1)[-1].split("</ul>")[0]
+    assert error in errors
+    assert absent not in errors
+    assert not ChannelAddress.objects.exists()
+
+
 def test_loopback_webhooks_are_accepted_where_the_drain_may_reach_them(
     staff, user, loopback_webhooks
 ):

@@ -113,7 +113,7 @@ def test_allowing_loopback_allows_loopback_and_nothing_else(address, allowed):
         ("file:///etc/passwd", "Only http and https"),
         ("gopher://example.com/", "Only http and https"),
         ("javascript:alert(1)", "Only http and https"),
-        ("//example.com/hook", "Only http and https"),
+        ("//example.com/hook", "not a full URL"),
         ("http://user:secret@example.com/", "user name or password"),
         ("http://user@example.com/", "user name or password"),
         ("http://example.com@127.0.0.1/", "user name or password"),
