@@ -62,3 +62,12 @@ def test_the_drain_loop_has_one_name_in_every_message(language):
                 unnamed.append((entry.msgid, text))
     assert misnamed == []
     assert unnamed == []
+
+
+@pytest.mark.parametrize("po_path", CATALOGUES, ids=lambda p: p.parts[-3])
+def test_every_plural_has_as_many_forms_as_its_language_declares(po_path):
+    # msgfmt -c refuses a catalogue otherwise; Russian declares a fourth form, for fractions.
+    po = polib.pofile(str(po_path))
+    declared = int(po.metadata["Plural-Forms"].split("nplurals=")[1].split(";")[0])
+    short = [e.msgid for e in po if e.msgid_plural and len(e.msgstr_plural) != declared]
+    assert short == []
