@@ -3,7 +3,7 @@ PYTHON ?= $(shell scripts/find-python)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench db-stop messages
+.PHONY: run test test-fast lint bench db-stop messages
 
 # The site's port and the SMTP sink's: make run PORT=8001 SMTP_PORT=1026
 PORT ?= 8000
@@ -17,6 +17,10 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The edit-test loop: everything but the Chromium (browser) and gunicorn-behind-nginx (deploy) tests.
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/pytest -m "not browser and not deploy" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m pwa.icons --check

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -11,6 +12,16 @@ from tests.deploy.servers import ALLOWED_HOSTS, Gunicorn, Nginx
 from tests.helpers import database_url, require
 
 SECRET_KEY = "deploy-test-secret-key-not-for-production-0123456789-abcdefghij"
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark every test in this folder `deploy`, so `-m "not deploy"` leaves them out without
+    each file having to say so. The hook sees the whole session's items, hence the path."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.deploy)
 
 
 def require_nginx() -> None:
