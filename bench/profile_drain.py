@@ -93,7 +93,6 @@ def phase_times(loop, *, rows: int, url: str) -> None:
     from django.db import connection
 
     from notifications import drain, heartbeat, outbox, worker
-    from v10r import housekeeping
 
     totals: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
@@ -126,7 +125,7 @@ def phase_times(loop, *, rows: int, url: str) -> None:
         ),
         (drain, "drain", timed(totals, counts, "drain.drain", drain.drain)),
         (heartbeat, "beat", timed(totals, counts, "heartbeat.beat", heartbeat.beat)),
-        (housekeeping, "run", timed(totals, counts, "housekeeping.run", housekeeping.run)),
+        (worker, "tidy", timed(totals, counts, "worker.tidy", worker.tidy)),
         (
             connection,
             "close_if_health_check_failed",

@@ -1,5 +1,5 @@
-"""Two middlewares: request bodies refused by their declared size, and responses that set a
-cookie marked private.
+"""Three middlewares: request bodies refused by their declared size, requests refused by a
+view's rate limit before their body is read, and responses that set a cookie marked private.
 
 Request bodies: Django's CSRF check reads `request.POST`, which parses (and spools to disk)
 the whole body, so a limit inside a view comes too late: a 1 GB upload would already sit in a
@@ -7,11 +7,17 @@ temporary file. RequestBodyLimitMiddleware runs before it and answers 413 from t
 Content-Length alone. Every view gets DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB by
 default); a view that takes larger uploads says so with `@body_limit(max_bytes=…)`, and may
 word the refusal its own way.
+
+Rate limits: for the same reason, a view whose limit counts requests declares it with
+`@rate_limit(…)`, and RateLimitMiddleware counts the hit before the CSRF check: a refused
+upload is answered from its headers, its body never parsed (the server discards it unread).
+A limit that needs the body (a price read from the image's headers) stays in the view.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from datetime import timedelta
 
 from django.conf import settings
 from django.http import JsonResponse
@@ -19,7 +25,10 @@ from django.utils.cache import patch_cache_control
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
+from core import clients, ratelimit
+
 ATTRIBUTE = "request_body_limit"
+RATE_LIMIT_ATTRIBUTE = "request_rate_limit"
 
 
 def body_limit(*, max_bytes: int, message: Callable[[], str] | None = None) -> Callable:
@@ -62,6 +71,49 @@ class RequestBodyLimitMiddleware:
             return None
         text = message() if message else _default_message(limit)
         return JsonResponse({"error": text}, status=413)
+
+
+def rate_limit(
+    *,
+    name: str,
+    limit: int,
+    window: timedelta,
+    refusal: Callable,
+    methods: Collection[str] = ("POST",),
+) -> Callable:
+    """Allow each client limit requests in methods to the decorated view per window, counted
+    as "name:<client address>" by RateLimitMiddleware before anything reads the body.
+
+    refusal(request, verdict) returns the answer to a request over the limit (see
+    ratelimit.refuse); it must not read request.POST or request.FILES."""
+
+    def decorate(view: Callable) -> Callable:
+        setattr(view, RATE_LIMIT_ATTRIBUTE, (name, limit, window, refusal, frozenset(methods)))
+        return view
+
+    return decorate
+
+
+class RateLimitMiddleware:
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        declared = getattr(view_func, RATE_LIMIT_ATTRIBUTE, None)
+        if declared is None:
+            return None
+        name, limit, window, refusal, methods = declared
+        if request.method not in methods:
+            return None  # the view answers 405 itself, and such a request costs nothing
+        verdict = ratelimit.hit(
+            key=f"{name}:{clients.address(request)}", limit=limit, window=window
+        )
+        if verdict.allowed:
+            return None
+        return refusal(request, verdict)
 
 
 class PrivateCookieResponsesMiddleware:

@@ -4,7 +4,7 @@ from django.db import models
 
 
 class RateLimitWindow(models.Model):
-    """One fixed-window counter of v10r/ratelimit.py: a key's hits since window_start."""
+    """One fixed-window counter of core/ratelimit.py: a key's hits since window_start."""
 
     key = models.CharField(max_length=200, primary_key=True)
     window_start = models.DateTimeField()

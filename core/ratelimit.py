@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection
+from django.http import HttpResponse, JsonResponse
 
 # One statement: the window restarts when it has run out, otherwise the hit is counted.
 # Concurrent hits on one key serialise on the row, so none is lost.
@@ -59,6 +60,25 @@ def forgive(*, key: str, cost: int = 1) -> None:
     legitimate, or work that was refused elsewhere and never done)."""
     with connection.cursor() as cursor:
         cursor.execute(FORGIVE_SQL, {"key": key[:200], "cost": cost})
+
+
+def refuse(
+    *,
+    retry_after_seconds: int,
+    message: str = "",
+    status: int = 429,
+    response: HttpResponse | None = None,
+    **fields,
+) -> HttpResponse:
+    """The site's one answer to a request turned away for a while: status (429, or 503 when
+    the server itself is busy) with Retry-After. The body is {"error": message, **fields} as
+    JSON, unless response is given (a page the view rendered), which is sent instead."""
+    if response is None:
+        response = JsonResponse({"error": message, **fields}, status=status)
+    else:
+        response.status_code = status
+    response["Retry-After"] = str(retry_after_seconds)
+    return response
 
 
 def _whole(seconds) -> int:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from core import platform
 from notifications.models import DatabaseNow, DrainHeartbeat
-from v10r import platform
 
 # The one-shot drains, named by what started them: the /cron/drain endpoint, or
 # `drain_outbox --once` from a shell or a scheduler that runs commands. Neither is a loop.

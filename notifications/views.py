@@ -9,23 +9,15 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
+from core import clients, ratelimit
 from notifications import metrics
 from notifications.worker import Worker
-from v10r import clients, ratelimit
 
 CRON_LIMIT = 12
 CRON_WINDOW = timedelta(minutes=1)
 # Wrong secrets per client, a quarter hour, before they are answered 429 instead of 401.
 GUESS_LIMIT = 5
 GUESS_WINDOW = timedelta(minutes=15)
-
-
-def _too_many(message: str, verdict: ratelimit.Verdict) -> JsonResponse:
-    return JsonResponse(
-        {"error": message},
-        status=429,
-        headers={"Retry-After": str(verdict.retry_after_seconds)},
-    )
 
 
 # A machine's call, authenticated by its bearer secret, not a browser form. GET as well as
@@ -49,10 +41,10 @@ def cron_drain(request):
             key=f"cron-guess:{clients.address(request)}", limit=GUESS_LIMIT, window=GUESS_WINDOW
         )
         if not guesses.allowed:
-            return _too_many(
-                f"Too many wrong secrets from this address; try again in "
+            return ratelimit.refuse(
+                message=f"Too many wrong secrets from this address; try again in "
                 f"{guesses.retry_after_seconds} s.",
-                guesses,
+                retry_after_seconds=guesses.retry_after_seconds,
             )
         return JsonResponse(
             {"error": "Send the cron secret as 'Authorization: Bearer <CRON_SECRET>'."},
@@ -61,9 +53,10 @@ def cron_drain(request):
         )
     verdict = ratelimit.hit(key="cron:drain", limit=CRON_LIMIT, window=CRON_WINDOW)
     if not verdict.allowed:
-        return _too_many(
-            f"At most {CRON_LIMIT} drains a minute; try again in {verdict.retry_after_seconds} s.",
-            verdict,
+        return ratelimit.refuse(
+            message=f"At most {CRON_LIMIT} drains a minute; try again in "
+            f"{verdict.retry_after_seconds} s.",
+            retry_after_seconds=verdict.retry_after_seconds,
         )
     # The process's worker, as drain_outbox --once uses it: a serverless deployment has no
     # loop of its own, so this tick also records the heartbeat and tidies up after the site.
@@ -90,7 +83,10 @@ def prometheus_metrics(request):
             window=GUESS_WINDOW,
         )
         if not guesses.allowed:
-            return _too_many("Too many refused requests from this address.", guesses)
+            return ratelimit.refuse(
+                message="Too many refused requests from this address.",
+                retry_after_seconds=guesses.retry_after_seconds,
+            )
         return JsonResponse(
             {
                 "error": "Send 'Authorization: Bearer <METRICS_TOKEN>', "

@@ -15,22 +15,70 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import ClassVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
-from notifications import channels, drain, heartbeat, metrics
+from notifications import channels, drain, heartbeat, metrics, retention
 from notifications.drain import Policy, Report
 from notifications.outbox import Outcome
-from v10r import housekeeping
+from notifications.signals import outbox_idle
 
 logger = logging.getLogger(__name__)
 
 # While full batches follow each other, one heartbeat a second is proof enough that the loop
 # runs: the hot path need not write one per batch.
 BEAT_AT_MOST_EVERY = timedelta(seconds=1)
+# How often a resting queue tidies up after the site (tidy()).
+TIDY_EVERY = timedelta(minutes=1)
+# How long one tidying may spend pruning the outbox: the drain loop's idle tick must stay
+# short. A backlog is worked off a slice a minute, from where the last slice stopped.
+PRUNE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Tidied:
+    """What one tidying deleted, by kind: the outbox's own, then each outbox_idle
+    receiver's."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+def tidy() -> Tidied:
+    """Delete old finished deliveries (a slice of PRUNE_SECONDS; `manage.py prune_outbox`
+    runs it whole) and fold the metric rows of drain processes gone for an hour, then send
+    outbox_idle so that the other apps delete what they left behind; return the counts."""
+    counts = {
+        "deliveries_pruned": _guarded("pruning the outbox", _prune_outbox),
+        "metric_rows_folded": _guarded("folding metric rows", metrics.fold_retired),
+    }
+    for receiver, answer in outbox_idle.send_robust(sender=Worker):
+        if isinstance(answer, Exception):
+            logger.error(
+                "housekeeping: %s failed", receiver.__qualname__, exc_info=answer
+            )
+        elif answer:
+            counts.update(answer)
+    return Tidied(counts)
+
+
+def _prune_outbox() -> int:
+    policy = retention.RetentionPolicy.from_settings(max_seconds=PRUNE_SECONDS)
+    return retention.prune(policy).deliveries
+
+
+def _guarded(what: str, delete) -> int:
+    try:
+        return delete()
+    except DatabaseError:
+        # Tidying up is done on the side of a drain: it never stops the loop or the request.
+        logger.exception("housekeeping: %s failed", what)
+        return 0
 
 
 @dataclass(frozen=True)
@@ -38,7 +86,7 @@ class Tick:
     """One turn of a worker: what the drain did, and what tidying up deleted (if it ran)."""
 
     report: Report
-    tidied: housekeeping.Tidied | None = None
+    tidied: Tidied | None = None
 
 
 class Worker:
@@ -132,7 +180,7 @@ class Worker:
 
     def tick(self, *, budget: timedelta | None = None) -> Tick:
         """Drain (within budget, if given), then record a heartbeat and, when the queue rests,
-        tidy up after the site (at most once every housekeeping.EVERY)."""
+        tidy up after the site (at most once every TIDY_EVERY)."""
         report = self.drain_within(budget=budget) if budget is not None else self.drain_once()
         if report.skipped:
             return Tick(report)
@@ -154,9 +202,9 @@ class Worker:
             # leave no connection open on the mail server between requests.
             _each_channel("close")
         tidied = None
-        if resting and now - self._last_tidy >= housekeeping.EVERY.total_seconds():
+        if resting and now - self._last_tidy >= TIDY_EVERY.total_seconds():
             self._last_tidy = now
-            tidied = housekeeping.run()
+            tidied = tidy()
             if any(tidied.as_dict().values()):
                 logger.info("housekeeping %s", tidied.as_dict())
         return Tick(report, tidied)

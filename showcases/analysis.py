@@ -34,8 +34,8 @@ import numpy as np
 from django.utils.translation import gettext as _
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
+from core import ratelimit
 from showcases import palette
-from v10r import ratelimit
 
 logger = logging.getLogger(__name__)
 

@@ -5,3 +5,10 @@ class ShowcasesConfig(AppConfig):
     """Pages that show the site's workers to visitors."""
 
     name = "showcases"
+
+    def ready(self):
+        from notifications.signals import outbox_idle
+        from showcases import queue_demo
+
+        # The queue tidies the demo's rows through its signal: it knows no showcase.
+        outbox_idle.connect(queue_demo.tidy, dispatch_uid="showcases.queue_demo")

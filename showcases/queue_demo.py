@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from core import pruning
 from notifications import backoff
 from notifications.enqueue import send_notification
 from notifications.heartbeat import LoopState, LoopStatus
@@ -95,7 +96,7 @@ def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
 
 def about(value: timedelta) -> str:
     """A wait as a visitor reads it: to the second under two minutes, else to the minute."""
-    from v10r.templatetags.units import duration
+    from core.templatetags.units import duration
 
     seconds = max(round(value.total_seconds()), 0)
     if seconds >= 120:
@@ -214,3 +215,13 @@ def prune(*, older_than: timedelta = KEEP, limit: int = 1000) -> int:
             PRUNE_DEMO_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
         )
         return cursor.rowcount
+
+
+def tidy(sender, **kwargs) -> dict[str, int]:
+    """The queue's outbox_idle receiver (connected in ShowcasesConfig.ready()): delete the
+    finished demo notifications older than KEEP, a bounded number."""
+    return {
+        "demo_notifications": pruning.repeat(
+            "demo notifications", lambda: prune(limit=pruning.BATCH)
+        )
+    }

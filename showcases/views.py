@@ -11,10 +11,10 @@ from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
+from core import clients, ratelimit
+from core.middleware import body_limit, rate_limit
 from notifications import backoff, heartbeat, outbox, stats
 from showcases import analysis, queue_demo, sample
-from v10r import clients, ratelimit
-from v10r.middleware import body_limit
 
 ANALYSE_LIMIT = 20
 TRY_LIMIT = 10
@@ -241,25 +241,29 @@ def _try_refused(
         # Without JavaScript the form posted the whole page away: answer with the page.
         template, context = "showcases/workers.html", _page_context(request)
     context.update(try_error=message, try_retry_after=retry_after_seconds, try_countdown=countdown)
-    response = render(request, template, context, status=status)
-    response["Retry-After"] = str(retry_after_seconds)
+    response = ratelimit.refuse(
+        response=render(request, template, context),
+        status=status,
+        retry_after_seconds=retry_after_seconds,
+    )
     response["X-Queue-Fragment"] = "refused"  # swapped in by queue-live.js all the same
     return response
 
 
+def _tries_refused(request, verdict: ratelimit.Verdict):
+    return _try_refused(
+        request,
+        message=_too_many_tries(number_format(verdict.retry_after_seconds)),
+        status=429,
+        retry_after_seconds=verdict.retry_after_seconds,
+        countdown=_too_many_tries("{seconds}"),
+    )
+
+
+# The count is checked before the body is read (core/middleware.py).
+@rate_limit(name="try", limit=TRY_LIMIT, window=LIMIT_WINDOW, refusal=_tries_refused)
 @require_POST
 def try_it(request):
-    verdict = ratelimit.hit(
-        key=f"try:{clients.address(request)}", limit=TRY_LIMIT, window=LIMIT_WINDOW
-    )
-    if not verdict.allowed:
-        return _try_refused(
-            request,
-            message=_too_many_tries(number_format(verdict.retry_after_seconds)),
-            status=429,
-            retry_after_seconds=verdict.retry_after_seconds,
-            countdown=_too_many_tries("{seconds}"),
-        )
     fail = request.POST.get("fail") in {"1", "on", "true"}
     mine = request.session.get(SESSION_KEY, [])
     # Counted apart from the feed, which keeps only the last FEED_SIZE: numbered by the list's
@@ -292,21 +296,22 @@ def try_it(request):
 MULTIPART_OVERHEAD = 64 * 1024
 
 
+def _analyses_refused(request, verdict: ratelimit.Verdict):
+    return ratelimit.refuse(
+        message=_("Too many analyses; wait %(seconds)d s.")
+        % {"seconds": verdict.retry_after_seconds},
+        retry_after_seconds=verdict.retry_after_seconds,
+    )
+
+
+# Both doors open before the body is read: its declared size, then the count of analyses
+# (core/middleware.py). The CPU price needs the image's headers, so analysis.py charges it.
 @body_limit(max_bytes=analysis.MAX_BYTES + MULTIPART_OVERHEAD, message=analysis.too_large)
+@rate_limit(name="analyse", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW, refusal=_analyses_refused)
 @require_POST
 def analyse(request):
     """The server lane: the posted image's palette, computed by palette.py."""
     client = clients.address(request)
-    verdict = ratelimit.hit(key=f"analyse:{client}", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW)
-    if not verdict.allowed:
-        return JsonResponse(
-            {
-                "error": _("Too many analyses; wait %(seconds)d s.")
-                % {"seconds": verdict.retry_after_seconds}
-            },
-            status=429,
-            headers={"Retry-After": str(verdict.retry_after_seconds)},
-        )
     upload = request.FILES.get("image")
     if upload is None:
         return JsonResponse({"error": _("Choose an image first.")}, status=400)
@@ -315,13 +320,15 @@ def analyse(request):
     try:
         result = analysis.analyse(upload.read(), client=client)
     except analysis.UploadError as error:
-        headers = {}
+        fields = {"detail": error.detail} if error.detail else {}
         if error.retry_after_seconds:
-            headers["Retry-After"] = str(error.retry_after_seconds)
-        body = {"error": error.message}
-        if error.detail:
-            body["detail"] = error.detail
-        return JsonResponse(body, status=error.status, headers=headers)
+            return ratelimit.refuse(
+                message=error.message,
+                status=error.status,
+                retry_after_seconds=error.retry_after_seconds,
+                **fields,
+            )
+        return JsonResponse({"error": error.message, **fields}, status=error.status)
     return JsonResponse(result)
 
 

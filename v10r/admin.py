@@ -9,7 +9,7 @@ from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from v10r import clients, ratelimit
+from core import clients, ratelimit
 
 # Wrong sign-ins before the form refuses to check passwords for a while. Per client address
 # (an IPv6 /64), which stops one guesser; and per username, higher, which slows guessers
@@ -25,7 +25,7 @@ class ThrottledLoginForm(AdminAuthenticationForm):
     """The admin's login form, with failed attempts counted in the site's rate limiter.
 
     The limiter is the PostgreSQL one every other limit uses, so the count holds across
-    processes and hosts, and the client is identified the same way (v10r/clients.py), which
+    processes and hosts, and the client is identified the same way (core/clients.py), which
     is why this is not django-axes: that would bring its own tables, middleware and notion of
     the client address for one form."""
 

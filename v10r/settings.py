@@ -14,8 +14,8 @@ from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
 # The retry arithmetic is pure (no Django): its defaults are the settings' defaults.
-from notifications import backoff
-from v10r import embedded_postgresql, environment, logs, platform
+from core import logs, platform
+from v10r import embedded_postgresql, environment
 from v10r.environment import SettingError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -110,7 +110,7 @@ DELIVERY_INTERVAL_SECONDS = environment.number(
 # Past 20 sends a delivery has been retried for almost 16 hours: it is a human's to look at.
 DELIVERY_MAX_ATTEMPTS = environment.whole_number(
     "DELIVERY_MAX_ATTEMPTS",
-    default=backoff.MAX_ATTEMPTS,
+    default=5,  # backoff.MAX_ATTEMPTS; the settings import no app (tests/test_layers.py)
     minimum=1,
     maximum=20,
     why="20 sends already span almost 16 hours of retries",
@@ -207,13 +207,13 @@ CRON_DRAIN_SECONDS = environment.number(
 
 # How many reverse proxies of ours stand in front of the app. 0 (the default): the peer
 # address is the client. N: the client is the N-th address from the right of
-# X-Forwarded-For (v10r/clients.py). Never more than the proxies really there, or any client
+# X-Forwarded-For (core/clients.py). Never more than the proxies really there, or any client
 # could choose its own address by sending the header.
 V10R_TRUSTED_PROXIES = environment.whole_number(
     "V10R_TRUSTED_PROXIES", default=0, minimum=0, maximum=10, why="ten proxies in a row"
 )
 
-# Where this deployment runs; overrides the detection in v10r/platform.py.
+# Where this deployment runs; overrides the detection in core/platform.py.
 V10R_PLATFORM = environment.choice("V10R_PLATFORM", known=platform.PLATFORMS)
 
 # --- Applications -----------------------------------------------------------------------------
@@ -228,6 +228,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "core",
     "v10r",
     "notifications",
     "showcases",
@@ -241,12 +242,14 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Before anything that reads the body (the CSRF check reads POST).
-    "v10r.middleware.RequestBodyLimitMiddleware",
+    "core.middleware.RequestBodyLimitMiddleware",
     # Outside everything that sets a cookie (sessions, CSRF, messages, views), to see them all.
-    "v10r.middleware.PrivateCookieResponsesMiddleware",
+    "core.middleware.PrivateCookieResponsesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Its process_view runs before the CSRF check's, which reads the body (core/middleware.py).
+    "core.middleware.RateLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -367,7 +370,7 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "admin:login"
 
 # Django's own upload limits stay at their defaults. Request bodies are refused by size
-# before anything reads them (v10r/middleware.py): DATA_UPLOAD_MAX_MEMORY_SIZE for every view,
+# before anything reads them (core/middleware.py): DATA_UPLOAD_MAX_MEMORY_SIZE for every view,
 # except the few that declare a larger limit of their own, such as the palette's server lane.
 
 LOGGING = logs.logging_config(

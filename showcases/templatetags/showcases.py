@@ -4,9 +4,9 @@ from django import template
 from django.conf import settings
 from django.utils import formats
 
+from core.templatetags import units
 from notifications import catalogue
 from notifications.models import NotificationDelivery
-from v10r.templatetags import units
 
 register = template.Library()
 

@@ -1,4 +1,4 @@
-"""Every per-client limit in the tree counts an IPv6 client per /64 (v10r/clients.py).
+"""Every per-client limit in the tree counts an IPv6 client per /64 (core/clients.py).
 
 Each endpoint that limits by client is asked from two addresses in one /64 and from one in the
 next /64, and the rate limiter's keys are compared: a limit keyed on the full address would hand
@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
 
-from v10r import ratelimit
+from core import ratelimit
 
 SAME_64 = ("2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff")
 NEXT_64 = "2001:db8:1:3::1"

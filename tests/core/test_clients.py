@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.test import RequestFactory
 
-from v10r import clients
+from core import clients
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""v10r/templatetags/units.py: durations rounded to their two largest units, in the reader's
+"""core/templatetags/units.py: durations rounded to their two largest units, in the reader's
 language (the staff console's dashboard is its first user)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from django.template import Context, Template
 from django.utils import translation
 
-from v10r.templatetags.units import DAY, HOUR, MINUTE, SECOND, duration, duration_parts
+from core.templatetags.units import DAY, HOUR, MINUTE, SECOND, duration, duration_parts
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from core import logs
 from notifications.drain import COUNTS
 from tests.helpers import database_url, python
-from v10r import logs
 
 
 def record(message: str, *args, exc_info=None, **extra) -> logging.LogRecord:

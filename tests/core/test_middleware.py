@@ -1,9 +1,16 @@
-"""Request bodies refused by their declared size, before the CSRF check (or anything) reads
-them."""
+"""Request bodies refused by their declared size, and requests refused by a view's rate
+limit, before the CSRF check (or anything) reads them."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.db import connection
+from django.test import Client
+
+from core import ratelimit
+from showcases import views
 
 pytestmark = pytest.mark.django_db
 
@@ -57,3 +64,81 @@ def test_the_analyse_view_declares_room_for_a_20_mb_image_and_no_more(client):
 def test_ordinary_requests_pass_through(client):
     assert client.get("/").status_code == 200
     assert client.post(TRY, {"fail": ""}).status_code == 302
+
+
+class CountingStream(io.BytesIO):
+    """A request body that remembers how much of it anyone read."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.taken = 0
+
+    def read(self, size=-1):
+        chunk = super().read(size)
+        self.taken += len(chunk)
+        return chunk
+
+    def readline(self, size=-1):
+        line = super().readline(size)
+        self.taken += len(line)
+        return line
+
+
+def multipart(size: int) -> tuple[bytes, str]:
+    boundary = "bench-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\n'
+            f"Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + b"\0" * size
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def spend(name: str, limit: int) -> None:
+    for _ in range(limit):
+        ratelimit.hit(key=f"{name}:127.0.0.1", limit=limit, window=views.LIMIT_WINDOW)
+
+
+@pytest.mark.parametrize(
+    ("url", "name", "limit", "content_type"),
+    [
+        (ANALYSE, "analyse", views.ANALYSE_LIMIT, None),
+        (TRY, "try", views.TRY_LIMIT, "application/x-www-form-urlencoded"),
+    ],
+)
+def test_a_client_over_a_views_rate_limit_is_refused_before_its_body_is_read(
+    url, name, limit, content_type, collected_static
+):
+    spend(name, limit)
+    body, multipart_type = multipart(1_000_000)
+    if content_type:
+        body = b"fail=1&" + b"x" * 1000
+    stream = CountingStream(body)
+    # With the CSRF check on, and no token: only a refusal before that check answers 429.
+    response = Client(enforce_csrf_checks=True).generic(
+        "POST",
+        url,
+        b"",
+        content_type=content_type or multipart_type,
+        CONTENT_LENGTH=str(len(body)),
+        **{"wsgi.input": stream},
+    )
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) >= 1
+    assert stream.taken == 0
+
+
+def test_a_request_the_rate_limited_view_does_not_take_is_not_counted(client):
+    assert client.get(ANALYSE).status_code == 405
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM v10r_rate_limit_windows")
+        assert cursor.fetchone() == (0,)
+
+
+def test_a_client_under_the_limit_still_reaches_the_view_and_is_counted(client):
+    response = client.post(ANALYSE, {})
+    assert response.status_code == 400  # no image: the view itself answered
+    assert ratelimit.hit(key="analyse:127.0.0.1", limit=99, window=views.LIMIT_WINDOW).hits == 2

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from v10r import platform
+from core import platform
 
 
 @pytest.mark.parametrize(

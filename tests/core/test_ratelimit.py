@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from v10r import ratelimit
+from core import ratelimit
 
 
 def test_hits_are_allowed_up_to_the_limit_then_refused_until_the_window_restarts(db):

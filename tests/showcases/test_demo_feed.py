@@ -8,12 +8,12 @@ from datetime import timedelta
 import pytest
 from django.utils import translation
 
+from core import platform
 from notifications import worker
 from notifications.heartbeat import LoopState, LoopStatus
 from notifications.models import NotificationDelivery
 from showcases import queue_demo
 from tests.helpers import db_now, execute
-from v10r import platform
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def note(delivery, status: LoopStatus | None = None) -> str:
 def test_a_fresh_row_says_when_the_drain_loop_will_next_look():
     delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
     text = note(delivery, loop(ticked_ago=5, interval=15))
-    # A number and its unit are held together by a no-break space (v10r/templatetags/units).
+    # A number and its unit are held together by a no-break space (core/templatetags/units).
     assert re.fullmatch(
         r"The drain loop looks for due rows every 15\xa0s; its next look is in about (9|10)\xa0s\.",
         text,

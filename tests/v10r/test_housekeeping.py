@@ -9,10 +9,12 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from core import ratelimit
 from notifications.models import Notification, NotificationDelivery, Status
+from notifications.signals import outbox_idle
 from showcases import queue_demo
 from tests.helpers import database_url, make_deliveries, poll, start_drain, stop
-from v10r import housekeeping, ratelimit
+from v10r import housekeeping
 
 pytestmark = pytest.mark.django_db
 
@@ -100,14 +102,14 @@ def test_a_running_drain_loop_tidies_up_on_its_idle_ticks(leftovers, smtp_server
         code, output = stop(drain)
     assert tidied, output
     assert code == 0
-    assert "housekeeping {'rate_limit_windows': 1, 'sessions': 1" in output
+    assert "'rate_limit_windows': 1, 'sessions': 1, 'demo_notifications': " in output
 
 
 def test_the_housekeeping_command_reports_what_it_deleted(leftovers, capsys):
     call_command("housekeeping")
     assert capsys.readouterr().out.strip() == (
-        "rate_limit_windows=1 sessions=1 demo_notifications=1 deliveries_pruned=0 "
-        "metric_rows_folded=0"
+        "deliveries_pruned=0 metric_rows_folded=0 rate_limit_windows=1 sessions=1 "
+        "demo_notifications=1"
     )
 
 
@@ -179,5 +181,25 @@ def test_housekeeping_prunes_old_finished_deliveries_a_slice_at_a_time(db, djang
         [old],
     )
     young = make_deliveries(user, 1, channel="email")
-    assert housekeeping.run().deliveries_pruned == 5
+    assert housekeeping.run().as_dict()["deliveries_pruned"] == 5
     assert list(NotificationDelivery.objects.values_list("pk", flat=True)) == young
+
+
+def test_a_receiver_that_raises_is_logged_and_the_other_apps_still_tidy_up(leftovers, caplog):
+    def broken(sender, **kwargs):
+        raise RuntimeError("simulated")
+
+    outbox_idle.connect(broken, dispatch_uid="test.broken")
+    try:
+        tidied = housekeeping.run()
+    finally:
+        outbox_idle.disconnect(dispatch_uid="test.broken")
+    assert tidied.as_dict() == {
+        "rate_limit_windows": 1,
+        "sessions": 1,
+        "demo_notifications": 1,
+        "deliveries_pruned": 0,
+        "metric_rows_folded": 0,
+    }
+    assert "housekeeping: test_a_receiver_that_raises" in caplog.text
+    assert "RuntimeError: simulated" in caplog.text

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, models
 
+from core import ratelimit
+from core.models import RateLimitWindow
 from notifications.models import NotificationDelivery
 from tests.helpers import make_deliveries
 
@@ -98,3 +102,40 @@ def test_the_covering_index_migration_recovers_from_an_interrupted_build(django_
     )
     assert "INCLUDE (channel) WHERE" in indexes["deliveries_dead"]
     assert "INCLUDE (error_code, channel) WHERE" in indexes["deliveries_failed"]
+
+
+def rate_limit_rows() -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key, hits FROM v10r_rate_limit_windows ORDER BY key")
+        return cursor.fetchall()
+
+
+def model_state(app_label: str) -> set[str]:
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    state = executor.loader.project_state(list(executor.loader.applied_migrations))
+    return {name for label, name in state.models if label == app_label}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_migrated_from_zero_has_the_rate_limit_table_in_cores_state():
+    assert "ratelimitwindow" in model_state("core")
+    assert "ratelimitwindow" not in model_state("v10r")
+    ratelimit.hit(key="fresh", limit=1, window=timedelta(minutes=1))
+    assert RateLimitWindow.objects.get().key == "fresh"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_from_before_core_keeps_its_rate_limit_windows_when_migrated():
+    # Back to the state every deployed database was in: v10r's 0001 applied, core unknown.
+    call_command("migrate", "core", "zero", verbosity=0)
+    assert "ratelimitwindow" in model_state("v10r")
+    assert "ratelimitwindow" not in model_state("core")
+    ratelimit.hit(key="kept", limit=1, window=timedelta(minutes=1))
+    ratelimit.hit(key="kept", limit=1, window=timedelta(minutes=1))
+    call_command("migrate", verbosity=0)
+    assert model_state("core") >= {"ratelimitwindow"}
+    assert "ratelimitwindow" not in model_state("v10r")
+    assert rate_limit_rows() == [("kept", 2)]
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)

@@ -6,6 +6,8 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.checks import Tags
+from django.core.checks.registry import registry
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
@@ -14,7 +16,6 @@ from notifications.checks import lease_problem, shortest_lease
 from notifications.drain import Policy
 from notifications.management.arguments import bounded
 from notifications.worker import Worker
-from showcases import palette
 
 logger = logging.getLogger("notifications.drain_outbox")
 
@@ -25,6 +26,19 @@ class Command(BaseCommand):
         "--interval seconds, again at once while batches come back full), or one batch with "
         "--once for cron. SIGTERM or SIGINT finish the current batch, then exit 0."
     )
+
+    def check(self, *args, **kwargs):
+        """Every system check but the URL ones: this process serves no page, and the URL check
+        imports every view, the server lane's NumPy and Numba with them (a second of start-up
+        and some 150 MB per drain process, for a loop that analyses no image)."""
+        registered = registry.registered_checks
+        registry.registered_checks = {
+            check for check in registered if Tags.urls not in getattr(check, "tags", ())
+        }
+        try:
+            return super().check(*args, **kwargs)
+        finally:
+            registry.registered_checks = registered
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="Drain one batch and exit.")
@@ -65,9 +79,6 @@ class Command(BaseCommand):
                 f"{problem} Use --lease {shortest} or more, or a smaller --batch-size or a "
                 "larger --concurrency."
             )
-        # The drain analyses no images, but warming here writes Numba's on-disk cache: web
-        # processes started after it on this host load the palette loops, not compile them.
-        palette.warm()
         # A one-shot run has no loop to report as running; its heartbeat is the command's,
         # not the cron endpoint's, and it drains with the options given.
         if once:

@@ -1,0 +1,123 @@
+"""The rule of docs/architecture.md, held: the roof (v10r) imports the apps, the apps import
+core, and nothing imports upwards. Every .py file of the project's packages is parsed, and
+every import in it counts, at the top or inside a function."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from django.conf import settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PACKAGES = ("core", "notifications", "showcases", "pwa", "v10r")
+
+# What each package may import of the project's packages besides itself.
+ALLOWED = {
+    "core": set(),
+    "notifications": {"core"},
+    "showcases": {"core", "notifications"},
+    "pwa": {"core"},
+    "v10r": {"core", "notifications", "showcases", "pwa"},
+}
+# The settings are read before any app is loaded: they may use the roof's readers and core's
+# modules that need no set-up (logs, platform), and no app.
+SETTINGS_ALLOWED = {"v10r", "core"}
+# The queue's public face, which a showcase uses; its machinery (drain, worker, channels,
+# the admin, the commands) is the queue's own.
+OUTBOX_PUBLIC = {
+    "notifications.backoff",
+    "notifications.catalogue",
+    "notifications.enqueue",
+    "notifications.heartbeat",
+    "notifications.models",
+    "notifications.outbox",
+    "notifications.signals",
+    "notifications.stats",
+}
+
+
+def imports(path: Path, *, root: Path) -> list[tuple[int, str]]:
+    """Every module path imports (line, dotted name), relative ones resolved."""
+    module = ".".join(path.relative_to(root).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module
+            # "from notifications import worker" imports notifications.worker.
+            found += [(node.lineno, f"{name}.{alias.name}") for alias in node.names]
+    return found
+
+
+def project_files():
+    for package in PACKAGES:
+        yield from sorted((BASE_DIR / package).rglob("*.py"))
+
+
+def forbidden(path: Path, *, root: Path = BASE_DIR) -> list[str]:
+    owner = path.relative_to(root).parts[0]
+    relative = path.relative_to(root).as_posix()
+    allowed = SETTINGS_ALLOWED if relative == "v10r/settings.py" else ALLOWED[owner] | {owner}
+    wrong = []
+    for line, name in imports(path, root=root):
+        top = name.partition(".")[0]
+        if top in PACKAGES and top not in allowed:
+            wrong.append(f"{relative}:{line} imports {name}")
+        elif (
+            owner == "showcases"
+            and top == "notifications"
+            and not any(name == m or name.startswith(m + ".") for m in OUTBOX_PUBLIC)
+        ):
+            wrong.append(f"{relative}:{line} imports the queue's machinery: {name}")
+    return wrong
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    wrong = [line for path in project_files() for line in forbidden(path)]
+    assert wrong == []
+
+
+def test_the_scan_sees_imports_inside_functions_and_relative_ones(tmp_path):
+    # The scan itself must be able to fail: a core module that reaches up, twice hidden.
+    (tmp_path / "core").mkdir()
+    probe = tmp_path / "core" / "probe.py"
+    probe.write_text(
+        "def late():\n    from notifications import worker\n\n"
+        "def later():\n    from ..showcases import palette\n"
+    )
+    assert forbidden(probe, root=tmp_path) == [
+        "core/probe.py:2 imports notifications.worker",
+        "core/probe.py:5 imports showcases.palette",
+    ]
+
+
+def test_every_package_of_the_scan_is_installed_and_every_installed_one_is_scanned():
+    packages = {p.name for p in BASE_DIR.iterdir() if (p / "__init__.py").exists()}
+    installed = {app.partition(".")[0] for app in settings.INSTALLED_APPS}
+    assert packages & installed == set(PACKAGES)
+
+
+def test_the_settings_default_for_max_attempts_is_the_backoffs():
+    # Inlined in the settings, which import no app; read from their source, since the
+    # environment may set the value itself.
+    from notifications import backoff
+
+    tree = ast.parse((BASE_DIR / "v10r" / "settings.py").read_text())
+    [call] = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "DELIVERY_MAX_ATTEMPTS"
+    ]
+    [default] = [k.value for k in call.keywords if k.arg == "default"]
+    assert ast.literal_eval(default) == backoff.MAX_ATTEMPTS
