@@ -24,6 +24,21 @@ def execute(sql: str, params=None) -> None:
         cursor.execute(sql, params)
 
 
+# What housekeeping deletes or folds.
+KINDS = (
+    "rate_limit_windows",
+    "sessions",
+    "demo_notifications",
+    "deliveries_pruned",
+    "metric_rows_folded",
+)
+
+
+def report(**deleted: int) -> dict[str, int]:
+    """What housekeeping.run() reports: the rows deleted of each kind named, none of the rest."""
+    return dict.fromkeys(KINDS, 0) | deleted
+
+
 @pytest.fixture
 def leftovers(django_user_model):
     """Two of each kind: one housekeeping must delete, one it must keep."""
@@ -62,13 +77,7 @@ def leftovers(django_user_model):
 
 def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftovers):
     tidied = housekeeping.run()
-    assert tidied.as_dict() == {
-        "rate_limit_windows": 1,
-        "sessions": 1,
-        "demo_notifications": 1,
-        "deliveries_pruned": 0,
-        "metric_rows_folded": 0,
-    }
+    assert tidied.as_dict() == report(rate_limit_windows=1, sessions=1, demo_notifications=1)
     with connection.cursor() as cursor:
         cursor.execute("SELECT key FROM v10r_rate_limit_windows")
         assert cursor.fetchall() == [("fresh",)]
@@ -78,13 +87,7 @@ def test_housekeeping_deletes_what_expired_or_finished_and_keeps_the_rest(leftov
     # real deliveries stay, however old.
     assert Notification.objects.filter(user=queue_demo.demo_user()).count() == 2
     assert set(NotificationDelivery.objects.values_list("pk", flat=True)) == set(leftovers["kept"])
-    assert housekeeping.run().as_dict() == {
-        "rate_limit_windows": 0,
-        "sessions": 0,
-        "demo_notifications": 0,
-        "deliveries_pruned": 0,
-        "metric_rows_folded": 0,
-    }
+    assert housekeeping.run().as_dict() == report()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -162,13 +165,7 @@ def test_one_kind_failing_does_not_stop_the_others(leftovers, monkeypatch, caplo
 
     monkeypatch.setattr(queue_demo, "prune", broken)
     tidied = housekeeping.run()
-    assert tidied.as_dict() == {
-        "rate_limit_windows": 1,
-        "sessions": 1,
-        "demo_notifications": 0,
-        "deliveries_pruned": 0,
-        "metric_rows_folded": 0,
-    }
+    assert tidied.as_dict() == report(rate_limit_windows=1, sessions=1)
     assert "deleting demo notifications failed" in caplog.text
 
 
@@ -194,12 +191,6 @@ def test_a_receiver_that_raises_is_logged_and_the_other_apps_still_tidy_up(lefto
         tidied = housekeeping.run()
     finally:
         outbox_idle.disconnect(dispatch_uid="test.broken")
-    assert tidied.as_dict() == {
-        "rate_limit_windows": 1,
-        "sessions": 1,
-        "demo_notifications": 1,
-        "deliveries_pruned": 0,
-        "metric_rows_folded": 0,
-    }
+    assert tidied.as_dict() == report(rate_limit_windows=1, sessions=1, demo_notifications=1)
     assert "housekeeping: test_a_receiver_that_raises" in caplog.text
     assert "RuntimeError: simulated" in caplog.text
