@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from notifications import outbox
+from notifications import enqueue, outbox
 from notifications.models import Notification, NotificationDelivery
 
 BASE_DIR = Path(__file__).resolve().parents[1]
@@ -63,6 +63,14 @@ def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int
         [NotificationDelivery(notification=n, channel=channel) for n in notifications]
     )
     return [d.id for d in deliveries]
+
+
+def notify(user, *, channels=None, label: str = "x") -> Notification:
+    """Queue a notification that renders anywhere (the demo's message) for user on channels;
+    with none named, the user's addresses choose."""
+    return enqueue.send_notification(
+        user=user, type="t", message_key="queue.demo", params={"label": label}, channels=channels
+    )
 
 
 def db_now() -> datetime:

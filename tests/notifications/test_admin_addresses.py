@@ -7,8 +7,9 @@ import html
 
 import pytest
 
-from notifications import enqueue, worker
+from notifications import worker
 from notifications.models import ChannelAddress, WebhookSecret
+from tests.helpers import notify
 from tests.httppeers import Behaviour, TelegramPeer, WebhookReceiver
 
 pytestmark = pytest.mark.django_db
@@ -32,13 +33,7 @@ def test_a_blocked_bots_address_shows_as_deactivated_with_why(staff, user, setti
     try:
         ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
         peer.behaviour = Behaviour.BLOCKED
-        enqueue.send_notification(
-            user=user,
-            type="t",
-            message_key="queue.demo",
-            params={"label": "x"},
-            channels=["telegram"],
-        )
+        notify(user, channels=["telegram"])
         worker.drain_once()
     finally:
         channels.get("telegram").close()
@@ -178,13 +173,7 @@ def test_a_webhook_added_in_the_admin_gets_a_secret_shown_once_and_delivers(
         assert f"<code>{secret}</code>" in response.content.decode()
         assert secret not in staff.get(f"{LIST}{hook.pk}/change/").content.decode()
         receiver.secrets = [secret]
-        enqueue.send_notification(
-            user=user,
-            type="t",
-            message_key="queue.demo",
-            params={"label": "x"},
-            channels=["webhook"],
-        )
+        notify(user, channels=["webhook"])
         worker.drain_once()
         delivery = hook.user.notifications.get().deliveries.get()
         assert (delivery.status, delivery.error_code) == ("sent", "")

@@ -19,7 +19,7 @@ from notifications.channels.email import EmailChannel
 from notifications.channels.telegram import TelegramChannel
 from notifications.channels.webhook import WebhookChannel
 from notifications.models import ChannelAddress, NotificationDelivery, WebhookSecret
-from tests.helpers import counts, database_url, poll, start_drain, stop
+from tests.helpers import counts, database_url, notify, poll, start_drain, stop
 from tests.httppeers import Behaviour, DiscordPeer, TelegramPeer, WebhookReceiver
 
 TOKEN = "123456:test-token"
@@ -81,13 +81,7 @@ def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, 
         # The setting an operator controls, not the one derived from it.
         assert "V10R_CHANNELS" in warnings[0].hint
         ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
-        enqueue.send_notification(
-            user=user,
-            type="t",
-            message_key="queue.demo",
-            params={"label": "x"},
-            channels=["telegram"],
-        )
+        notify(user, channels=["telegram"])
         worker.drain_once()
         (row,) = NotificationDelivery.objects.all()
         assert (row.status, row.error_code) == ("failed", "TELEGRAM_NO_TOKEN")
@@ -98,9 +92,7 @@ def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, 
 def test_with_no_channels_named_the_users_addresses_choose(db, user, peers):
     addresses(user, peers)
     ChannelAddress.objects.filter(channel="discord").update(is_active=False)
-    notification = enqueue.send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": "x"}
-    )
+    notification = notify(user)
     assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
         "email",
         "telegram",
@@ -111,35 +103,26 @@ def test_with_no_channels_named_the_users_addresses_choose(db, user, peers):
 def test_a_user_with_nowhere_to_send_is_refused(db, django_user_model):
     nobody = django_user_model.objects.create_user("nobody")  # no email either
     with pytest.raises(ValueError, match="no email address and no active address"):
-        enqueue.send_notification(
-            user=nobody, type="t", message_key="queue.demo", params={"label": "x"}
-        )
+        notify(nobody)
 
 
-def test_a_blocked_bot_deactivates_the_address_and_says_why(db, user, wired):
+@pytest.mark.parametrize(
+    ("channel", "behaviour", "code"),
+    [("telegram", Behaviour.BLOCKED, "BOT_BLOCKED"), ("webhook", Behaviour.GONE, "ENDPOINT_GONE")],
+    ids=["blocked-bot", "gone-webhook-endpoint"],
+)
+def test_a_providers_never_again_switches_the_address_off_and_says_why(
+    db, user, wired, channel, behaviour, code
+):
     addresses(user, wired)
-    wired["telegram"].behaviour = Behaviour.BLOCKED
-    enqueue.send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["telegram"]
-    )
+    wired[channel].behaviour = behaviour
+    notify(user, channels=[channel])
     worker.drain_once()
-    address = ChannelAddress.objects.get(channel="telegram")
+    address = ChannelAddress.objects.get(channel=channel)
     assert not address.is_active
     assert address.deactivated_at is not None
-    assert address.deactivated_reason.startswith("BOT_BLOCKED: ")
+    assert address.deactivated_reason.startswith(f"{code}: ")
     assert NotificationDelivery.objects.get().status == "failed"
-
-
-def test_a_gone_webhook_endpoint_is_switched_off(db, user, wired):
-    addresses(user, wired)
-    wired["webhook"].behaviour = Behaviour.GONE
-    enqueue.send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=["webhook"]
-    )
-    worker.drain_once()
-    address = ChannelAddress.objects.get(channel="webhook")
-    assert not address.is_active
-    assert address.deactivated_reason.startswith("ENDPOINT_GONE: ")
 
 
 def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(db, user, wired):
@@ -213,9 +196,7 @@ def test_a_drain_process_delivers_a_mixed_batch_once_each(
     ]
     for user in users:
         addresses(user, peers)
-        enqueue.send_notification(
-            user=user, type="t", message_key="queue.demo", params={"label": user.username}
-        )
+        notify(user, label=user.username)
     assert NotificationDelivery.objects.count() == 40
     drain = start_drain(
         "--batch-size",

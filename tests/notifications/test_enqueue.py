@@ -6,6 +6,7 @@ from django.db import transaction
 from notifications import catalogue, worker
 from notifications.enqueue import add_channels, send_notification
 from notifications.models import Notification, NotificationDelivery, Recipient
+from tests.helpers import notify
 from tests.notifications.channels import RecordingChannel
 
 
@@ -13,13 +14,6 @@ def welcome(user, *, channels):
     """Queue the welcome message for user on channels."""
     return send_notification(
         user=user, type="welcome", message_key="welcome", params={"name": "Ada"}, channels=channels
-    )
-
-
-def plain(user, *, channels):
-    """Queue a notification that renders anywhere (the demo's message) for user on channels."""
-    return send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": "x"}, channels=channels
     )
 
 
@@ -48,7 +42,7 @@ def test_enqueue_rolls_back_with_the_callers_transaction(db, user):
 
 
 def test_the_same_notification_and_channel_never_make_two_rows(db, user):
-    notification = plain(user, channels=["recording"])
+    notification = notify(user, channels=["recording"])
     add_channels(notification=notification, channels=["recording", "email"])
     add_channels(notification=notification, channels=["email"])
     assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
@@ -83,7 +77,7 @@ def test_bad_input_is_refused_at_enqueue_time_with_a_clear_error(db, user, kwarg
 
 def test_channels_must_be_a_list_not_a_string(db, user):
     with pytest.raises(TypeError, match="list of channel names"):
-        plain(user, channels="email")
+        notify(user, channels="email")
 
 
 @pytest.mark.parametrize(
@@ -147,7 +141,7 @@ def test_two_transactions_adding_the_same_channel_at_once_make_one_row(transacti
 
     from tests.helpers import poll
 
-    notification = plain(user, channels=["email"])
+    notification = notify(user, channels=["email"])
     second: dict = {}
 
     def add_in_a_second_transaction():
@@ -189,7 +183,7 @@ def test_adding_channels_is_one_insert_that_skips_what_is_there(db, user):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    notification = plain(user, channels=["email"])
+    notification = notify(user, channels=["email"])
     with CaptureQueriesContext(connection) as queries:
         add_channels(notification=notification, channels=["email", "recording"])
     [insert] = [q["sql"] for q in queries.captured_queries]
