@@ -11,7 +11,6 @@ warm-up.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -22,7 +21,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, migrate, prepare_database, server_url  # noqa: E402
+from bench import database  # noqa: E402
 
 TARGET_MS = 300
 
@@ -85,36 +84,20 @@ def main() -> None:
     if args.rows < 1 or args.runs < 1:
         parser.error("--rows and --runs must be at least 1")
 
-    url = server_url()
+    url = database.server_url()
     if args.reuse:
-        migrate(url)
+        database.migrate(url)
     else:
         print(f"filling {args.rows:,} deliveries…", file=sys.stderr)
-        prepare_database(url)
+        database.prepare_database(url)
         started = time.perf_counter()
         fill(url, args.rows)
         print(f"filled in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
-    os.environ.update(environment(url))
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
-    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "0"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-    from django.test import Client
-
+    database.set_up_django(url)
     from notifications.models import Notification, NotificationDelivery
 
-    admin, _ = get_user_model().objects.get_or_create(
-        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
-    )
-    # The public page names its scripts through the static manifest, as in production.
-    call_command("collectstatic", interactive=False, verbosity=0)
-    client = Client()
-    client.force_login(admin)
+    client = database.admin_client()
     delivery = NotificationDelivery.objects.order_by("-id").first()
     notification = Notification.objects.get(pk=delivery.notification_id)
     base = "/admin/notifications"

@@ -15,7 +15,6 @@ rolled back, so each sample sees the same table.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url, start_drain  # noqa: E402
+from bench import database  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
 
@@ -154,14 +153,7 @@ def measure(samples: int) -> dict[str, tuple[float, float]]:
 
 
 def admin_pages(samples: int) -> dict[str, tuple[float, float]]:
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-
-    admin, _ = get_user_model().objects.get_or_create(
-        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
-    )
-    client = Client()
-    client.force_login(admin)
+    client = database.admin_client()
     base = "/admin/notifications"
     pages = {
         "admin index + dashboard": "/admin/",
@@ -215,7 +207,7 @@ def prune_beside_a_drain(url: str) -> dict:
 
     logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every command
     server = SMTPServer()
-    env = environment(url) | {
+    env = database.environment(url) | {
         "EMAIL_HOST": "127.0.0.1",
         "EMAIL_PORT": str(server.port),
         "DELIVERY_INTERVAL_SECONDS": "0.5",
@@ -225,7 +217,7 @@ def prune_beside_a_drain(url: str) -> dict:
             "UPDATE notifications.notification_deliveries SET next_attempt_at = now()"
             " WHERE status = 'pending'"
         )
-    drain = start_drain(env)
+    drain = database.start_drain(env)
     try:
         began = time.perf_counter()
         run = subprocess.run(
@@ -294,19 +286,11 @@ def main() -> None:
     if sizes[0] < 1000 or args.samples < 10 or not 1 <= args.admin_samples <= 50:
         parser.error("sizes start at 1000; --samples at least 10; --admin-samples 1 to 50")
 
-    url = server_url()
-    prepare_database(url)
-    os.environ.update(environment(url))
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
-    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "0"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
-    import django
-
-    django.setup()
+    url = database.server_url()
+    database.prepare_database(url)
+    database.set_up_django(url)
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
-    call_command("collectstatic", interactive=False, verbosity=0)
     user = get_user_model().objects.create_user("bench-reader", "reader@example.com").pk
 
     table: dict[int, dict[str, tuple[float, float]]] = {}

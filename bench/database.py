@@ -76,6 +76,36 @@ def web_environment(url: str, **settings: str) -> dict[str, str]:
     }
 
 
+def set_up_django(url: str) -> None:
+    """Set Django up in this process on url's database for its test client (host testserver,
+    no TLS redirect), with the static files collected: pages name their scripts through the
+    static manifest, as in production."""
+    os.environ.update(environment(url))
+    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+    os.environ["DJANGO_SECURE_SSL_REDIRECT"] = "0"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
+def admin_client():
+    """A Django test client logged in as bench-admin, a superuser made on first use. Call it
+    once Django is set up."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    admin, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
+    )
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
 def start_drain(env: dict[str, str], *options: str) -> subprocess.Popen:
     """Start `manage.py drain_outbox` with options under env, its output discarded."""
     command = [sys.executable, "manage.py", "drain_outbox", *options]
