@@ -12,9 +12,10 @@ from tests.helpers import database_url, finish, make_deliveries, poll, start_dra
 pytestmark = pytest.mark.browser
 
 
-def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
-    site, page, django_user_model, smtp_server
-):
+@pytest.fixture
+def dead_delivery(django_user_model) -> int:
+    """A dead email delivery's id, and "fixer" (password a-long-password-1): staff who may
+    see it in Needs Attention and retry it."""
     recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
     [delivery_id] = make_deliveries(recipient, 1, channel="email")
     finish([delivery_id], status="dead")
@@ -23,6 +24,13 @@ def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
     )
     for codename in ("view_needsattention", "view_notificationdelivery", "retry_delivery"):
         member.user_permissions.add(Permission.objects.get(codename=codename))
+    return delivery_id
+
+
+def test_staff_retry_a_dead_delivery_and_the_running_drain_sends_it(
+    site, page, dead_delivery, smtp_server
+):
+    delivery_id = dead_delivery
 
     drain = start_drain(url=database_url(), smtp_port=smtp_server.port)
     try:
@@ -80,16 +88,9 @@ RETRIED = {
 @pytest.mark.parametrize("language", ["", "/ru"], ids=["en", "ru"])
 @pytest.mark.parametrize("how", ["button", "action"])
 def test_recent_actions_lead_from_a_retry_to_the_deliverys_own_page(
-    site, page, django_user_model, language, how
+    site, page, dead_delivery, language, how
 ):
-    recipient = django_user_model.objects.create_user("reader", email="reader@example.com")
-    [delivery_id] = make_deliveries(recipient, 1, channel="email")
-    finish([delivery_id], status="dead")
-    member = django_user_model.objects.create_user(
-        "fixer", password="a-long-password-1", is_staff=True
-    )
-    for codename in ("view_needsattention", "view_notificationdelivery", "retry_delivery"):
-        member.user_permissions.add(Permission.objects.get(codename=codename))
+    delivery_id = dead_delivery
     kind, title, note = RETRIED[language]
 
     log_in(page, site, username="fixer", password="a-long-password-1")
