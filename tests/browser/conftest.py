@@ -13,9 +13,11 @@ import shutil
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+from PIL import Image
 
 from tests.helpers import require
 
@@ -117,3 +119,21 @@ def log_in(tab, site: SiteServer, *, username: str, password: str) -> None:
     tab.fill("#id_password", password)
     tab.click("input[type=submit]")
     tab.wait_for_url(site.url + "/admin/")
+
+
+def write_small_png(folder) -> str:
+    """Write an 80 × 60 lossless PNG, under 720 px: no lane resizes it, so all decode the same
+    pixels. Half of it is one red, an eighth one blue, the rest noise."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, size=(60, 80, 3), dtype=np.uint8)
+    image[:30] = (200, 40, 60)
+    image[30:45, :40] = (20, 120, 220)
+    path = folder / "small.png"
+    Image.fromarray(image).save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def small_png(tmp_path_factory) -> str:
+    """write_small_png's photo, written once for the session."""
+    return write_small_png(tmp_path_factory.mktemp("photos"))

@@ -13,14 +13,9 @@ import pytest
 from PIL import Image
 
 from tests.browser.conftest import csp_violations
-from tests.browser.test_workers_page import PAGE, open_demo, write_small_png
+from tests.browser.test_workers_page import PAGE, open_demo
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def small_png(tmp_path_factory) -> str:
-    return write_small_png(tmp_path_factory.mktemp("photos"))
 
 
 NOT_AN_IMAGE = {

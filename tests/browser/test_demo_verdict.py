@@ -13,14 +13,9 @@ import re
 import pytest
 
 from tests.browser.conftest import csp_violations
-from tests.browser.test_workers_page import PAGE, open_demo, run_lane, write_small_png
+from tests.browser.test_workers_page import PAGE, open_demo, run_lane
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def small_png(tmp_path_factory) -> str:
-    return write_small_png(tmp_path_factory.mktemp("photos"))
 
 
 PREFIX = {"en": "", "ru": "/ru"}

@@ -8,17 +8,12 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import csp_violations
-from tests.browser.test_workers_page import PAGE, open_demo, run_lane, write_small_png
+from tests.browser.test_workers_page import PAGE, open_demo, run_lane
 
 pytestmark = pytest.mark.browser
 
 PREFIX = {"en": "", "ru": "/ru"}
 WIDTHS = [390, 1280, 1440]
-
-
-@pytest.fixture(scope="module")
-def small_png(tmp_path_factory) -> str:
-    return write_small_png(tmp_path_factory.mktemp("photos"))
 
 
 # Every element whose right edge passes the window, unless an ancestor that ends inside the

@@ -31,23 +31,6 @@ def big_photo(tmp_path_factory) -> str:
     return str(path)
 
 
-def write_small_png(folder) -> str:
-    """Write an 80 × 60 lossless PNG, under 720 px: no lane resizes it, so all decode the same
-    pixels. Half of it is one red, an eighth one blue, the rest noise."""
-    rng = np.random.default_rng(5)
-    image = rng.integers(0, 256, size=(60, 80, 3), dtype=np.uint8)
-    image[:30] = (200, 40, 60)
-    image[30:45, :40] = (20, 120, 220)
-    path = folder / "small.png"
-    Image.fromarray(image).save(path)
-    return str(path)
-
-
-@pytest.fixture(scope="session")
-def small_png(tmp_path_factory) -> str:
-    return write_small_png(tmp_path_factory.mktemp("photos"))
-
-
 def open_demo(page, site, path: str = PAGE):
     page.goto(site.url + path)
     page.wait_for_selector("#palette-demo[data-ready=true]")
