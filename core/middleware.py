@@ -10,8 +10,16 @@ word the refusal its own way.
 
 Rate limits: for the same reason, a view whose limit counts requests declares it with
 `@rate_limit(…)`, and RateLimitMiddleware counts the hit before the CSRF check: a refused
-upload is answered from its headers, its body never parsed (the server discards it unread).
-A limit that needs the body (a price read from the image's headers) stays in the view.
+upload is answered from its headers, its body never parsed. A limit that needs the body (a
+price read from the image's headers) stays in the view.
+
+A body nobody read (that refusal, a 404, a CSRF failure without a cookie) is still in the
+socket when the answer is ready. gunicorn's gthread worker drains 64 KB of it, then closes the
+connection, and closing with unread bytes sends a reset, which the client (or nginx, still
+sending the body) may get in place of the answer. So RequestBodyLimitMiddleware reads what
+is left in fixed chunks and drops them, unparsed, when the body is within its view's limit:
+that costs what carrying the bytes does. Over the limit the answer is a 413 and the
+connection closes anyway.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from core import clients, ratelimit
 
 ATTRIBUTE = "request_body_limit"
 RATE_LIMIT_ATTRIBUTE = "request_rate_limit"
+# An unread body is dropped in pieces of this size: one at a time in memory, none parsed.
+DISCARD_CHUNK = 64 * 1024
 
 
 def body_limit(*, max_bytes: int, message: Callable[[], str] | None = None) -> Callable:
@@ -51,39 +61,66 @@ def _default_message(limit: int) -> str:
     return _("The request is larger than %(limit)s MB.") % {"limit": number_format(megabytes)}
 
 
+def _declared_length(request) -> int:
+    try:
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        # Django reads such a body as empty, so there is nothing to refuse or to discard.
+        return 0
+
+
+def _view_limit(view_func) -> tuple[int | None, Callable[[], str] | None]:
+    return getattr(view_func, ATTRIBUTE, (settings.DATA_UPLOAD_MAX_MEMORY_SIZE, None))
+
+
 class RequestBodyLimitMiddleware:
     def __init__(self, get_response: Callable) -> None:
         self.get_response = get_response
 
     def __call__(self, request):
-        return self.get_response(request)
+        response = self.get_response(request)
+        if not response.streaming:  # a streaming view may still be reading its body
+            discard_unread_body(request)
+        return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):
-        limit, message = getattr(view_func, ATTRIBUTE, (settings.DATA_UPLOAD_MAX_MEMORY_SIZE, None))
-        if limit is None:
-            return None
-        try:
-            declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            # Django reads such a body as empty, so there is nothing here to refuse.
-            declared = 0
-        if declared <= limit:
+        limit, message = _view_limit(view_func)
+        if limit is None or _declared_length(request) <= limit:
             return None
         text = message() if message else _default_message(limit)
         return JsonResponse({"error": text}, status=413)
 
 
+def discard_unread_body(request) -> int:
+    """Read and drop what is left of request's body, when it is within the limit of the view
+    it reached (Django's default for a request no view took); return how many bytes."""
+    match = getattr(request, "resolver_match", None)
+    limit, _message = _view_limit(match.func if match else None)
+    if limit is None or _declared_length(request) > limit:
+        return 0
+    dropped = 0
+    try:
+        # request.read() stops at the declared length (Django's LimitedStream).
+        while chunk := request.read(DISCARD_CHUNK):
+            dropped += len(chunk)
+    except OSError:
+        pass  # the client went away: nothing is waiting for the answer either
+    return dropped
+
+
 def rate_limit(
     *,
     name: str,
-    limit: int,
-    window: timedelta,
+    limit: int | Callable[[], int],
+    window: timedelta | Callable[[], timedelta],
     refusal: Callable,
     methods: Collection[str] = ("POST",),
 ) -> Callable:
     """Allow each client limit requests in methods to the decorated view per window, counted
     as "name:<client address>" by RateLimitMiddleware before anything reads the body.
 
+    limit and window may be callables, read on each request: a view module's constants then
+    stay the one place its limits are set, and a change to them (a test's) reaches the door.
     refusal(request, verdict) returns the answer to a request over the limit (see
     ratelimit.refuse); it must not read request.POST or request.FILES."""
 
@@ -109,7 +146,9 @@ class RateLimitMiddleware:
         if request.method not in methods:
             return None  # the view answers 405 itself, and such a request costs nothing
         verdict = ratelimit.hit(
-            key=f"{name}:{clients.address(request)}", limit=limit, window=window
+            key=f"{name}:{clients.address(request)}",
+            limit=limit() if callable(limit) else limit,
+            window=window() if callable(window) else window,
         )
         if verdict.allowed:
             return None

@@ -260,8 +260,11 @@ def _tries_refused(request, verdict: ratelimit.Verdict):
     )
 
 
-# The count is checked before the body is read (core/middleware.py).
-@rate_limit(name="try", limit=TRY_LIMIT, window=LIMIT_WINDOW, refusal=_tries_refused)
+# The count is checked before the body is read (core/middleware.py); the limits are read
+# per request, from the constants above.
+@rate_limit(
+    name="try", limit=lambda: TRY_LIMIT, window=lambda: LIMIT_WINDOW, refusal=_tries_refused
+)
 @require_POST
 def try_it(request):
     fail = request.POST.get("fail") in {"1", "on", "true"}
@@ -307,7 +310,12 @@ def _analyses_refused(request, verdict: ratelimit.Verdict):
 # Both doors open before the body is read: its declared size, then the count of analyses
 # (core/middleware.py). The CPU price needs the image's headers, so analysis.py charges it.
 @body_limit(max_bytes=analysis.MAX_BYTES + MULTIPART_OVERHEAD, message=analysis.too_large)
-@rate_limit(name="analyse", limit=ANALYSE_LIMIT, window=LIMIT_WINDOW, refusal=_analyses_refused)
+@rate_limit(
+    name="analyse",
+    limit=lambda: ANALYSE_LIMIT,
+    window=lambda: LIMIT_WINDOW,
+    refusal=_analyses_refused,
+)
 @require_POST
 def analyse(request):
     """The server lane: the posted image's palette, computed by palette.py."""

@@ -1,15 +1,17 @@
 """Request bodies refused by their declared size, and requests refused by a view's rate
-limit, before the CSRF check (or anything) reads them."""
+limit, before the CSRF check (or anything) reads them; a body no one read, within its
+limit, dropped unparsed before the answer."""
 
 from __future__ import annotations
 
 import io
 
 import pytest
+from django.core.files.uploadhandler import FileUploadHandler
 from django.db import connection
 from django.test import Client
 
-from core import ratelimit
+from core import middleware, ratelimit
 from showcases import views
 
 pytestmark = pytest.mark.django_db
@@ -67,15 +69,17 @@ def test_ordinary_requests_pass_through(client):
 
 
 class CountingStream(io.BytesIO):
-    """A request body that remembers how much of it anyone read."""
+    """A request body that remembers how much of it anyone read, and in what pieces."""
 
     def __init__(self, data: bytes) -> None:
         super().__init__(data)
         self.taken = 0
+        self.reads: list[int] = []
 
     def read(self, size=-1):
         chunk = super().read(size)
         self.taken += len(chunk)
+        self.reads.append(len(chunk))
         return chunk
 
     def readline(self, size=-1):
@@ -102,6 +106,28 @@ def spend(name: str, limit: int) -> None:
         ratelimit.hit(key=f"{name}:127.0.0.1", limit=limit, window=views.LIMIT_WINDOW)
 
 
+class RecordingUploadHandler(FileUploadHandler):
+    """Notes every multipart body Django starts to parse."""
+
+    parsed: list[int] = []
+
+    def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
+        self.parsed.append(content_length)
+
+    def receive_data_chunk(self, raw_data, start):
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
+@pytest.fixture
+def recorded_parses(settings):
+    settings.FILE_UPLOAD_HANDLERS = [f"{__name__}.RecordingUploadHandler"]
+    RecordingUploadHandler.parsed = []
+    return RecordingUploadHandler.parsed
+
+
 @pytest.mark.parametrize(
     ("url", "name", "limit", "content_type"),
     [
@@ -109,13 +135,14 @@ def spend(name: str, limit: int) -> None:
         (TRY, "try", views.TRY_LIMIT, "application/x-www-form-urlencoded"),
     ],
 )
-def test_a_client_over_a_views_rate_limit_is_refused_before_its_body_is_read(
-    url, name, limit, content_type, collected_static
+def test_a_client_over_a_views_rate_limit_is_refused_before_its_body_is_read_then_it_is_dropped(
+    url, name, limit, content_type, collected_static, recorded_parses
 ):
     spend(name, limit)
     body, multipart_type = multipart(1_000_000)
     if content_type:
-        body = b"fail=1&" + b"x" * 1000
+        # Longer than a discarded piece: a form parsed would be read in one.
+        body = b"fail=1&" + b"x" * (3 * middleware.DISCARD_CHUNK)
     stream = CountingStream(body)
     # With the CSRF check on, and no token: only a refusal before that check answers 429.
     response = Client(enforce_csrf_checks=True).generic(
@@ -128,6 +155,59 @@ def test_a_client_over_a_views_rate_limit_is_refused_before_its_body_is_read(
     )
     assert response.status_code == 429
     assert int(response["Retry-After"]) >= 1
+    # Then the body is read to its end, so the connection can carry the next request, in
+    # pieces dropped as they come: never parsed.
+    assert stream.taken == len(body)
+    assert max(stream.reads) <= middleware.DISCARD_CHUNK
+    assert recorded_parses == []
+
+
+@pytest.mark.parametrize(
+    ("url", "length", "status"),
+    [
+        ("/no-such-page/", 2_000_000, 404),
+        # Without a CSRF cookie the check refuses before it reads the POST.
+        (TRY, 2_000_000, 403),
+    ],
+)
+def test_a_body_within_its_limit_that_no_one_read_is_dropped_before_the_answer(
+    url, length, status, collected_static
+):
+    stream = CountingStream(b"x" * length)
+    response = Client(enforce_csrf_checks=True).generic(
+        "POST",
+        url,
+        b"",
+        content_type="application/octet-stream",
+        CONTENT_LENGTH=str(length),
+        **{"wsgi.input": stream},
+    )
+    assert response.status_code == status
+    assert stream.taken == length
+    assert max(stream.reads) <= middleware.DISCARD_CHUNK
+
+
+@pytest.mark.parametrize(
+    ("url", "length", "status"),
+    [
+        ("/no-such-page/", 2_621_440 + 1, 404),
+        (TRY, 2_621_440 + 1, 413),
+        (ANALYSE, 20 * 2**20 + 64 * 1024 + 1, 413),
+    ],
+)
+def test_a_body_over_its_limit_is_never_read(url, length, status, collected_static):
+    # The connection closes after such an answer anyway; reading the body would only spend
+    # the time it takes to carry it.
+    stream = CountingStream(b"x" * 1024)
+    response = Client().generic(
+        "POST",
+        url,
+        b"",
+        content_type="application/octet-stream",
+        CONTENT_LENGTH=str(length),
+        **{"wsgi.input": stream},
+    )
+    assert response.status_code == status
     assert stream.taken == 0
 
 

@@ -111,10 +111,28 @@ def test_try_it_without_javascript_redirects_back_to_the_queue(client):
     assert NotificationDelivery.objects.filter(channel="demo").count() == 1
 
 
-def test_try_it_needs_the_csrf_token_and_is_rate_limited(client):
+def test_try_it_needs_the_csrf_token_and_a_post_without_one_costs_only_its_sender_a_try(
+    client,
+):
     from django.test import Client
 
-    assert Client(enforce_csrf_checks=True).post(PAGE + "try/").status_code == 403
+    # The count comes before the CSRF check (which would read the body), so a post without a
+    # token is counted too: it costs the server what a try does.
+    hostile = Client(enforce_csrf_checks=True, REMOTE_ADDR="203.0.113.9")
+    assert [hostile.post(PAGE + "try/").status_code for _ in range(11)] == [403] * 10 + [429]
+    # Nothing but a try is counted against a visitor: not another client's posts, the page,
+    # the polls, a GET of the form's address or a post refused for its size.
+    assert client.get(PAGE).status_code == 200
+    assert client.get(PAGE + "queue/").status_code == 200
+    assert client.get(PAGE + "try/").status_code == 405
+    oversized = client.generic(
+        "POST",
+        PAGE + "try/",
+        b"",
+        content_type="application/x-www-form-urlencoded",
+        CONTENT_LENGTH=str(10**9),
+    )
+    assert oversized.status_code == 413
     codes = [client.post(PAGE + "try/", HTTP_HX_REQUEST="true").status_code for _ in range(11)]
     assert codes == [200] * 10 + [429]
     assert NotificationDelivery.objects.filter(channel="demo").count() == 10
