@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import hmac
 from datetime import timedelta
 
 from django.conf import settings
@@ -9,15 +8,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from core import clients, ratelimit
+from core import clients, cron, ratelimit
 from notifications import metrics
 from notifications.worker import Worker
-
-CRON_LIMIT = 12
-CRON_WINDOW = timedelta(minutes=1)
-# Wrong secrets per client, a quarter hour, before they are answered 429 instead of 401.
-GUESS_LIMIT = 5
-GUESS_WINDOW = timedelta(minutes=15)
 
 
 # A machine's call, authenticated by its bearer secret, not a browser form. GET as well as
@@ -26,38 +19,9 @@ GUESS_WINDOW = timedelta(minutes=15)
 @require_http_methods(["GET", "POST"])
 def cron_drain(request):
     """Drain for a serverless cron: Authorization: Bearer <CRON_SECRET>, within a time budget."""
-    secret = settings.CRON_SECRET
-    if not secret:
-        raise Http404("The cron trigger is off: CRON_SECRET is not set.")
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        token.strip().encode(), secret.encode()
-    ):
-        # Wrong secrets are limited per client. The right one is never refused: a limit that
-        # could refuse it would let anyone who shares the cron's address (every caller,
-        # behind a proxy not yet configured) keep the real cron out with a few bad requests,
-        # and a secret of 32 or more random characters is not guessed five at a time anyway.
-        guesses = ratelimit.hit(
-            key=f"cron-guess:{clients.address(request)}", limit=GUESS_LIMIT, window=GUESS_WINDOW
-        )
-        if not guesses.allowed:
-            return ratelimit.refuse(
-                message=f"Too many wrong secrets from this address; try again in "
-                f"{guesses.retry_after_seconds} s.",
-                retry_after_seconds=guesses.retry_after_seconds,
-            )
-        return JsonResponse(
-            {"error": "Send the cron secret as 'Authorization: Bearer <CRON_SECRET>'."},
-            status=401,
-            headers={"WWW-Authenticate": 'Bearer realm="cron"'},
-        )
-    verdict = ratelimit.hit(key="cron:drain", limit=CRON_LIMIT, window=CRON_WINDOW)
-    if not verdict.allowed:
-        return ratelimit.refuse(
-            message=f"At most {CRON_LIMIT} drains a minute; try again in "
-            f"{verdict.retry_after_seconds} s.",
-            retry_after_seconds=verdict.retry_after_seconds,
-        )
+    refused = cron.refusal(request) or cron.over_limit(key="cron:drain", what="drains")
+    if refused:
+        return refused
     # The process's worker, as drain_outbox --once uses it: a serverless deployment has no
     # loop of its own, so this tick also records the heartbeat and tidies up after the site.
     tick = Worker.for_process().tick(budget=timedelta(seconds=settings.CRON_DRAIN_SECONDS))
@@ -80,7 +44,7 @@ def prometheus_metrics(request):
         guesses = ratelimit.hit(
             key=f"metrics-guess:{clients.address(request)}",
             limit=METRICS_GUESS_LIMIT,
-            window=GUESS_WINDOW,
+            window=cron.GUESS_WINDOW,
         )
         if not guesses.allowed:
             return ratelimit.refuse(

@@ -205,6 +205,38 @@ CRON_DRAIN_SECONDS = environment.number(
     why="a /cron/drain request must answer within nginx's 60 s proxy_read_timeout",
 )
 
+# Scheduled work (jobs/, docs/jobs.md). How long one /cron/jobs/… request may run jobs: under
+# the proxy's timeout, as for /cron/drain.
+JOBS_CRON_SECONDS = environment.number(
+    "JOBS_CRON_SECONDS",
+    default=20.0,
+    minimum=1,
+    maximum=50,
+    why="a /cron/jobs request must answer within nginx's 60 s proxy_read_timeout",
+)
+# A running job's lease, renewed three times a lease: a run whose process died is found
+# this long after its last renewal, and its slug runs again.
+JOBS_LEASE_SECONDS = environment.number(
+    "JOBS_LEASE_SECONDS",
+    default=30.0,
+    minimum=1,
+    maximum=600,
+    why="a dead run must be found within minutes",
+)
+# How long the execution log keeps a run (the prune-outbox job deletes older ones).
+JOBS_KEEP_RUNS_DAYS = environment.whole_number(
+    "JOBS_KEEP_RUNS_DAYS", default=30, minimum=1, maximum=3650, why="ten years"
+)
+# Cadences other than the jobs' own, "slug=cron expression" separated by ";" (for example
+# "prune-outbox=0 3 * * *"); `manage.py check` refuses an unknown slug or a bad expression.
+JOBS_CADENCES = {
+    slug.strip(): expression.strip()
+    for slug, _, expression in (
+        entry.partition("=") for entry in environment.text("JOBS_CADENCES").split(";")
+    )
+    if slug.strip()
+}
+
 # How many reverse proxies of ours stand in front of the app. 0 (the default): the peer
 # address is the client. N: the client is the N-th address from the right of
 # X-Forwarded-For (core/clients.py). Never more than the proxies really there, or any client
@@ -233,6 +265,7 @@ INSTALLED_APPS = [
     "notifications",
     "showcases",
     "pwa",
+    "jobs",
 ]
 
 MIDDLEWARE = [

@@ -10,6 +10,7 @@ from v10r import views
 urlpatterns = [
     # Machine endpoints: no language prefix.
     path("", include("notifications.urls")),
+    path("", include("jobs.urls")),
     path("favicon.ico", views.favicon),
     *pwa_urls.root,
 ]

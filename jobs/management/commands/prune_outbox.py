@@ -5,16 +5,22 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs import registry, runner, tasks
+from jobs.models import Status, Trigger
 from notifications import retention
 from notifications.management.arguments import bounded
+
+WHOLE = timedelta(days=1)
 
 
 class Command(BaseCommand):
     help = (
         "Delete finished deliveries once they are old: sent ones after --sent-days, failed "
         "and dead ones after --finished-days, and notifications left with no delivery. "
-        "Deletes in batches with a pause between them; safe while drains run. --dry-run "
-        "only counts what is due."
+        "Deletes in batches with a pause between them; safe while drains run. Runs the "
+        "prune-outbox job (recorded in its log, one run at a time; it also deletes old job "
+        "runs) until nothing is due, a day at most, or --max-seconds. --dry-run only "
+        "counts what is due."
     )
 
     def add_arguments(self, parser):
@@ -71,16 +77,23 @@ class Command(BaseCommand):
                 "Nothing was deleted (--dry-run)."
             )
             return
-        pruned = retention.prune(policy)
-        if pruned.skipped:
+        changes = {
+            "keep_sent": policy.keep_sent,
+            "keep_finished": policy.keep_finished,
+            "batch": policy.batch,
+            "pause": policy.pause,
+        }
+        job = registry.get("prune-outbox")
+        # By hand, a prune works until nothing is due (or --max-seconds), not within the
+        # scheduled job's time limit; a day bounds it all the same.
+        changes["max_seconds"] = max_seconds or WHOLE.total_seconds()
+        limit = timedelta(seconds=changes["max_seconds"]) + 2 * tasks.MARGIN
+        outcome = runner.run(job, trigger=Trigger.COMMAND, time_limit=limit, arguments=changes)
+        if outcome.status == Status.SKIPPED:
             raise CommandError(
-                "Another prune is running (started at "
-                f"{pruned.other_started_at:%Y-%m-%d %H:%M:%S %Z}); try again when it ends."
+                f"Another prune is running (run #{outcome.result.get('running_run')}); try "
+                "again when it ends."
             )
-        self.stdout.write(json.dumps(pruned.as_dict(), sort_keys=True))
-        if pruned.taken_over:
-            minutes = round(retention.STALE_RUN.total_seconds() / 60)
-            raise CommandError(
-                f"This run committed nothing for {minutes} minutes, so another run took over "
-                f"pruning; this one stopped after deleting {pruned.deliveries} deliveries."
-            )
+        if outcome.status != Status.SUCCEEDED:
+            raise CommandError(f"The prune {outcome.status}: {outcome.error}")
+        self.stdout.write(json.dumps(outcome.result, sort_keys=True))

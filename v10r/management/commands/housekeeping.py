@@ -1,17 +1,21 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from v10r import housekeeping
+from jobs import registry, runner
+from jobs.models import Status, Trigger
 
 
 class Command(BaseCommand):
     help = (
-        "Delete expired rate-limit windows and sessions and finished demo notifications, a "
-        "bounded number of each. drain_outbox does this on its idle ticks; schedule this "
-        "command only where no drain loop or cron trigger runs."
+        "Run the housekeeping job now: delete expired rate-limit windows and sessions and "
+        "finished demo notifications, a bounded number of each (recorded in the jobs' log). "
+        "The jobs' sweep (run_jobs --due) runs it on its cadence, and drain_outbox on its "
+        "idle ticks."
     )
 
     def handle(self, *args, **options):
-        tidied = housekeeping.run()
-        self.stdout.write(" ".join(f"{name}={n}" for name, n in tidied.as_dict().items()))
+        outcome = runner.run(registry.get("housekeeping"), trigger=Trigger.COMMAND)
+        if outcome.status not in {Status.SUCCEEDED, Status.SKIPPED}:
+            raise CommandError(f"housekeeping {outcome.status}: {outcome.error}")
+        self.stdout.write(" ".join(f"{name}={n}" for name, n in outcome.result.items()))

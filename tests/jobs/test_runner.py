@@ -1,0 +1,163 @@
+"""The runner in one process: the sweep's arithmetic of slots, failures written down
+without secrets, time limits, the log's retention."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs import cadence, runner
+from jobs.models import JobRun, Status, Trigger
+from tests.jobs import sample
+
+EVERY_FIVE = sample.make("test-every-five", sample.count, cron="*/5 * * * *")
+NIGHTLY = sample.make("test-nightly", sample.count, cron="0 3 * * *")
+
+
+def past_run(job, *, ago: timedelta, status=Status.SUCCEEDED, slot=None) -> JobRun:
+    started = timezone.now() - ago
+    return JobRun.objects.create(
+        slug=job.slug,
+        trigger=Trigger.SCHEDULER,
+        status=status,
+        slot_at=slot,
+        started_at=started,
+        finished_at=None if status == Status.RUNNING else started + timedelta(seconds=1),
+        deadline_at=started + job.time_limit,
+        lease_expires_at=started + timedelta(seconds=30) if status == Status.RUNNING else None,
+        host="elsewhere",
+        pid=1,
+    )
+
+
+def count(job, **filters) -> int:
+    return JobRun.objects.filter(slug=job.slug, **filters).count()
+
+
+def test_the_sweep_after_a_long_gap_runs_each_due_job_once(db, only):
+    only(EVERY_FIVE, NIGHTLY)
+    # The host was down three days: hundreds of five-minute slots and three nights missed.
+    past_run(EVERY_FIVE, ago=timedelta(days=3))
+    past_run(NIGHTLY, ago=timedelta(days=3))
+    outcomes = runner.sweep(trigger=Trigger.SCHEDULER)
+    assert sorted((o.slug, o.status) for o in outcomes) == [
+        (EVERY_FIVE.slug, Status.SUCCEEDED),
+        (NIGHTLY.slug, Status.SUCCEEDED),
+    ]
+    assert count(EVERY_FIVE) == count(NIGHTLY) == 2
+    ran = JobRun.objects.exclude(host="elsewhere").get(slug=NIGHTLY.slug)
+    assert ran.slot_at == cadence.previous(NIGHTLY.cron, now=ran.started_at)
+    assert ran.result == {"counted": 3}
+    # Nothing more is due until the next slot.
+    assert runner.sweep(trigger=Trigger.SCHEDULER) == []
+    assert count(EVERY_FIVE) == count(NIGHTLY) == 2
+
+
+def test_a_job_that_never_ran_is_due_and_one_run_since_its_slot_is_not(db, only):
+    only(EVERY_FIVE, NIGHTLY)
+    # Asked for by hand a moment ago: that run did the slot's work, whatever triggered it.
+    past_run(NIGHTLY, ago=timedelta(seconds=1))
+    [outcome] = runner.sweep(trigger=Trigger.SCHEDULER)
+    assert outcome.slug == EVERY_FIVE.slug
+
+
+@pytest.mark.parametrize(
+    ("status", "due"),
+    [
+        (Status.SUCCEEDED, False),
+        (Status.FAILED, False),  # a failure waits for the next slot, not the next minute
+        (Status.TIMED_OUT, False),
+        (Status.RUNNING, False),  # still at it: not started again, not even recorded
+        (Status.SKIPPED, True),
+        (Status.ABANDONED, True),  # its process died: the slot's work is still to do
+    ],
+)
+def test_what_a_run_since_the_slot_says_about_the_next_sweep(db, only, status, due):
+    only(NIGHTLY)
+    slot = cadence.previous(NIGHTLY.cron, now=timezone.now())
+    past_run(NIGHTLY, ago=timezone.now() - slot - timedelta(seconds=1), status=status)
+    assert runner.due(NIGHTLY, slot_at=slot) is due
+    assert len(runner.sweep(trigger=Trigger.SCHEDULER)) == (1 if due else 0)
+
+
+def test_a_second_sweep_that_read_the_job_as_due_too_late_does_not_run_its_slot_again(db, only):
+    only(NIGHTLY)
+    slot = cadence.previous(NIGHTLY.cron, now=timezone.now())
+    first = runner.run(NIGHTLY, trigger=Trigger.SCHEDULER, slot_at=slot)
+    # Another host's sweep found the job due before the first run began, and tries now.
+    late = runner.run(NIGHTLY, trigger=Trigger.SCHEDULER, slot_at=slot)
+    assert (first.status, late.status) == (Status.SUCCEEDED, Status.SKIPPED)
+    assert late.result == {"reason": "already ran for this slot"}
+
+
+def test_a_failure_is_written_with_its_type_and_message_and_no_secret(db, only, settings):
+    settings.CRON_SECRET = "c" * 40
+    job = sample.make("test-fail", sample.fail)
+    only(job)
+    outcome = runner.run(job, trigger=Trigger.COMMAND)
+    run = JobRun.objects.get(pk=outcome.run_id)
+    assert run.status == outcome.status == Status.FAILED
+    assert run.error.startswith("ValueError: could not reach postgres://***@db.example/v10r")
+    assert "hunter2" not in run.error and settings.CRON_SECRET not in run.error
+    assert run.finished_at is not None
+
+
+def test_a_run_over_its_time_limit_on_the_main_thread_is_stopped(transactional_db):
+    job = sample.make("test-overrun", sample.overrun, seconds=0.3)
+    outcome = runner.run(job, trigger=Trigger.COMMAND)
+    assert outcome.status == Status.TIMED_OUT
+    assert outcome.seconds < 2  # stopped, not waited out (the job takes 3 s)
+    assert JobRun.objects.get(pk=outcome.run_id).error == "Stopped at its time limit of 0.3 s."
+
+
+def test_a_run_over_its_time_limit_in_a_thread_is_written_timed_out(transactional_db):
+    job = sample.make("test-overrun", sample.overrun, seconds=0.3)
+    found = []
+
+    def in_a_thread():
+        try:
+            found.append(runner.run(job, trigger=Trigger.ADMIN))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join(timeout=30)
+    [outcome] = found
+    assert outcome.status == Status.TIMED_OUT
+    assert JobRun.objects.get(pk=outcome.run_id).status == Status.TIMED_OUT
+
+
+def test_a_lapsed_run_past_its_deadline_is_marked_timed_out_by_the_next_trigger(db, only):
+    only(NIGHTLY)
+    stuck = past_run(NIGHTLY, ago=timedelta(hours=1), status=Status.RUNNING)
+    outcome = runner.run(NIGHTLY, trigger=Trigger.COMMAND)
+    assert outcome.status == Status.SUCCEEDED
+    stuck.refresh_from_db()
+    assert stuck.status == Status.TIMED_OUT
+    assert stuck.error == "Ran past its time limit; its lease lapsed."
+
+
+def test_the_log_keeps_running_rows_and_recent_ones_and_prunes_the_rest(db):
+    old = past_run(NIGHTLY, ago=timedelta(days=40))
+    recent = past_run(NIGHTLY, ago=timedelta(days=1))
+    assert runner.prune(older_than=timedelta(days=30)) == 1
+    assert list(JobRun.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert old.pk != recent.pk
+
+
+def test_seconds_left_is_the_runs_own_inside_a_run_and_unbounded_outside(db):
+    assert runner.seconds_left() == float("inf")
+    outcome = runner.run(sample.make("test-measure", sample.measure), trigger=Trigger.COMMAND)
+    assert 25 < outcome.result["seconds_left"] <= 30
+
+
+def test_a_slot_exactly_now_has_come():
+    now = datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
+    assert cadence.previous("0 3 * * *", now=now) == now
+    assert cadence.previous("0 3 * * *", now=now - timedelta(seconds=1)) == now - timedelta(days=1)
+    assert cadence.following("0 3 * * *", now=now) == now + timedelta(days=1)
