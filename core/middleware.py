@@ -17,7 +17,7 @@ A body nobody read (that refusal, a 404, a CSRF failure without a cookie) is sti
 socket when the answer is ready. gunicorn's gthread worker drains 64 KB of it, then closes the
 connection, and closing with unread bytes sends a reset, which the client (or nginx, still
 sending the body) may get in place of the answer. So RequestBodyLimitMiddleware reads what
-is left in fixed chunks and drops them, unparsed, when the body is within its view's limit:
+is left in fixed pieces and drops them, unparsed, when the body is within its view's limit:
 that costs what carrying the bytes does. Over the limit the answer is a 413 and the
 connection closes anyway.
 """
@@ -38,7 +38,8 @@ from core import clients, ratelimit
 ATTRIBUTE = "request_body_limit"
 RATE_LIMIT_ATTRIBUTE = "request_rate_limit"
 # An unread body is dropped in pieces of this size: one at a time in memory, none parsed.
-DISCARD_CHUNK = 64 * 1024
+# gunicorn receives up to a piece at once; 64 KB pieces cost four times the CPU of these.
+DISCARD_CHUNK = 2**20
 
 
 def body_limit(*, max_bytes: int, message: Callable[[], str] | None = None) -> Callable:

@@ -142,7 +142,7 @@ def test_a_client_over_a_views_rate_limit_is_refused_before_its_body_is_read_the
     body, multipart_type = multipart(1_000_000)
     if content_type:
         # Longer than a discarded piece: a form parsed would be read in one.
-        body = b"fail=1&" + b"x" * (3 * middleware.DISCARD_CHUNK)
+        body = b"fail=1&" + b"x" * 2_000_000
     stream = CountingStream(body)
     # With the CSRF check on, and no token: only a refusal before that check answers 429.
     response = Client(enforce_csrf_checks=True).generic(
