@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.log import log_response
 
 # One statement: the window restarts when it has run out, otherwise the hit is counted.
 # Concurrent hits on one key serialise on the row, so none is lost.
@@ -68,16 +69,33 @@ def refuse(
     message: str = "",
     status: int = 429,
     response: HttpResponse | None = None,
+    request: HttpRequest | None = None,
     **fields,
 ) -> HttpResponse:
     """The site's one answer to a request turned away for a while: status (429, or 503 when
     the server itself is busy) with Retry-After. The body is {"error": message, **fields} as
-    JSON, unless response is given (a page the view rendered), which is sent instead."""
+    JSON, unless response is given (a page the view rendered), which is sent instead.
+
+    A 503 needs the request: it is logged here, as one warning."""
+    if status >= 500 and request is None:
+        raise ValueError(f"a {status} refusal is logged, and needs the request")
     if response is None:
         response = JsonResponse({"error": message, **fields}, status=status)
     else:
         response.status_code = status
     response["Retry-After"] = str(retry_after_seconds)
+    if status >= 500:
+        # Django logs every 5xx as an error, and anyone can make the server this busy: one
+        # warning per refusal, marked as logged so Django does not add its ERROR line.
+        log_response(
+            "%s (refused, retry in %s s): %s",
+            response.reason_phrase,
+            retry_after_seconds,
+            request.path,
+            response=response,
+            request=request,
+            level="warning",
+        )
     return response
 
 

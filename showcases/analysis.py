@@ -365,9 +365,25 @@ def _open(data: bytes) -> Image.Image:
     try:
         return Image.open(io.BytesIO(data), formats=sorted(FORMATS))
     except UnidentifiedImageError:
-        raise UploadError(415, _("Only PNG, JPEG and WebP images can be analysed.")) from None
+        kind = _signed_kind(data)
+        if kind is None:
+            raise UploadError(415, _("Only PNG, JPEG and WebP images can be analysed.")) from None
+        # Pillow gives up on a header it cannot read (a 0 × 0 PNG, a bad bit depth, nothing
+        # after the signature) as if the format were unknown; the signature says it is not.
+        raise _undecodable(f"the {kind} file's header could not be read") from None
     except Exception as exc:
         raise _refusal(exc) from None
+
+
+def _signed_kind(data: bytes) -> str | None:
+    """The format an upload's first bytes claim, as a visitor knows it, or None."""
+    if data.startswith(_PNG_SIGNATURE):
+        return "PNG"
+    if data.startswith(_JPEG_SIGNATURE):
+        return "JPEG"
+    if data.startswith(b"RIFF") and data[8:12] == b"WEBP":
+        return "WebP"
+    return None
 
 
 def webp_cost(*, size: tuple[int, int], argb: bool) -> DecodeCost:
@@ -582,8 +598,12 @@ def _refusal(exc: Exception) -> UploadError:
         # Still the file's doing (the code around it works on every valid image), but a
         # decoder bug worth reading about: the client gets its 400, the log the traceback.
         logger.error("Decoding an upload raised %r", exc, exc_info=exc)
+    return _undecodable(str(exc) or type(exc).__name__)
+
+
+def _undecodable(detail: str) -> UploadError:
     message = _("The image could not be decoded; the file may be damaged or cut short.")
-    return UploadError(400, message, detail=str(exc) or type(exc).__name__)
+    return UploadError(400, message, detail=detail)
 
 
 def _too_many_pixels() -> UploadError:
@@ -816,9 +836,5 @@ def _decode_webp(data: bytes, *, size: tuple[int, int]) -> Image.Image:
     width, height = size
     pixels = np.empty((height, width, 4), dtype=np.uint8)
     if not _LIBWEBP.decode_rgba_into(data, len(data), pixels.ctypes.data, pixels.nbytes, width * 4):
-        raise UploadError(
-            400,
-            _("The image could not be decoded; the file may be damaged or cut short."),
-            detail="invalid WebP data",
-        )
+        raise _undecodable("invalid WebP data")
     return Image.fromarray(pixels)

@@ -334,6 +334,7 @@ def analyse(request):
                 message=error.message,
                 status=error.status,
                 retry_after_seconds=error.retry_after_seconds,
+                request=request,
                 **fields,
             )
         return JsonResponse({"error": error.message, **fields}, status=error.status)

@@ -495,6 +495,36 @@ def test_what_a_decoder_raises_on_a_broken_file_is_a_400_with_its_words_apart():
     assert error.detail
 
 
+def png_header(size: tuple[int, int], *, depth: int = 8) -> bytes:
+    """A PNG's signature and IHDR (8-bit RGB unless told), and nothing else."""
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(
+        b"IHDR", struct.pack(">IIBBBBB", *size, depth, 2, 0, 0, 0)
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x89PNG\r\n\x1a\n",
+        png_header((4, 4)) + png_chunk(b"IEND", b""),
+        png_header((0, 0)) + png_chunk(b"IEND", b""),
+        png_header((4, 4), depth=3) + png_chunk(b"IEND", b""),
+        b"\xff\xd8\xff\xe0" + b"\0" * 20,
+        b"RIFF" + struct.pack("<I", 20) + b"WEBPVP8 " + b"\0" * 12,
+    ],
+    ids=["png signature alone", "png without data", "png 0x0", "png bit depth 3", "jpeg", "webp"],
+)
+def test_a_damaged_file_whose_signature_names_an_accepted_format_could_not_be_decoded(data):
+    error = refused(data)
+    assert (error.status, error.message) == (400, BROKEN)
+    assert error.detail
+
+
+def test_a_file_of_another_format_is_refused_as_unsupported():
+    error = refused(encoded(photo((16, 16)), "GIF"))
+    assert (error.status, error.message) == (415, "Only PNG, JPEG and WebP images can be analysed.")
+
+
 def test_an_unexpected_decoder_error_is_a_400_and_a_logged_traceback(monkeypatch, caplog):
     def broken(self, *args, **kwargs):
         raise RuntimeError("a decoder bug")
@@ -699,6 +729,37 @@ def test_the_endpoint_answers_a_busy_process_with_503_and_a_message(client, one_
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
     assert "busy decoding other images" in response.json()["error"]
+
+
+class Recorded(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def request_log():
+    """What django.request logs, at any level, whatever handlers the settings give it."""
+    logger = logging.getLogger("django.request")
+    handler = Recorded()
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.mark.django_db
+def test_a_busy_refusal_is_logged_as_one_warning_and_no_error(client, one_slot, request_log):
+    one_slot.acquire()
+    assert post(client, encoded(photo((64, 48)), "PNG")).status_code == 503
+    logged = [(r.levelname, r.getMessage()) for r in request_log.records]
+    assert logged == [
+        ("WARNING", "Service Unavailable (refused, retry in 5 s): /showcases/workers/analyse/")
+    ]
 
 
 @pytest.mark.django_db

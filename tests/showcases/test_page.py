@@ -313,7 +313,8 @@ def _truncated_png() -> bytes:
             413,
             "more than 50 million pixels. Scale it down to 50 megapixels or fewer",
         ),
-        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, 415, "Only PNG, JPEG and WebP"),
+        # A PNG's signature, then nothing Pillow can read: damaged, not another format.
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, 400, "could not be decoded"),
         (_truncated_png(), 400, "could not be decoded"),
     ],
     ids=["empty", "text", "gif", "bomb", "broken png", "truncated png"],
