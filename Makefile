@@ -31,7 +31,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/drain_throughput.py && $(PY) bench/palette.py && $(PY) bench/admin_pages.py
 	$(PY) bench/upload_memory.py && $(PY) bench/slow_clients.py && $(PY) bench/lane_cpu.py
 	$(PY) bench/email_throughput.py && $(PY) bench/webhook_throughput.py && $(PY) bench/browser_lanes.py
-	$(PY) bench/claim_latency.py
+	$(PY) bench/claim_latency.py && $(PY) bench/refused_upload.py
 
 db-stop: $(VENV)/.installed
 	$(PY) -m v10r.embedded_postgresql stop

@@ -47,7 +47,7 @@ const V10rPolicy = (() => {
   // instruction against storing it. Decided on what a worker can read: Set-Cookie never is
   // (fetch() takes it out of every response it hands a script), so a response that sets a
   // cookie is known by the `private, no-store` the server adds to every such response
-  // (v10r/middleware.py).
+  // (core/middleware.py).
   // response: { ok, status, type, redirected, headers }.
   function mayCache(response) {
     if (!response || !response.ok || response.status !== 200) return false;
