@@ -105,7 +105,7 @@ class Process:
 
 
 def test_the_procfile_declares_the_web_the_worker_and_the_release_step():
-    assert set(procfile()) == {"web", "worker", "release"}
+    assert set(procfile()) == {"web", "worker", "release", "scheduler"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,7 +176,7 @@ def render_units(folder: Path, *, change: tuple[str, str] | None = None) -> list
     """The units with /opt/v10r's paths pointing into this checkout and its venv:
     systemd-analyze checks that each ExecStart program exists."""
     rendered = []
-    for unit in sorted(UNITS.glob("*.service")):
+    for unit in sorted([*UNITS.glob("*.service"), *UNITS.glob("*.timer")]):
         text = unit.read_text()
         text = text.replace("/opt/v10r/venv", str(VENV)).replace("/opt/v10r/app", str(BASE_DIR))
         assert "/opt/v10r" not in text
@@ -200,6 +200,8 @@ def test_the_systemd_units_pass_systemd_analyze_verify_without_a_warning(tmp_pat
     assert [unit.name for unit in units] == [
         "v10r-drain.service",
         "v10r-drain@.service",
+        "v10r-jobs.service",
+        "v10r-jobs.timer",
         "v10r-web.service",
     ]
     # The template, as an instance would load it.

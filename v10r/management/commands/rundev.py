@@ -35,9 +35,9 @@ def refuse_taken(*, port: int, what: str, variable: str) -> None:
 
 class Command(BaseCommand):
     help = (
-        "Development: the web server, the drain loop and a local SMTP sink that prints every "
-        "email, in one foreground command. Ctrl-C stops all three. The system checks run "
-        "once, here, not again in each process."
+        "Development: the web server, the drain loop, the jobs' sweep and a local SMTP sink "
+        "that prints every email, in one foreground command. Ctrl-C stops them all. The "
+        "system checks run once, here, not again in each process."
     )
 
     def add_arguments(self, parser):
@@ -82,6 +82,15 @@ class Command(BaseCommand):
                 f"{HOST}:{port}",
             ],
             "drain": [sys.executable, "manage.py", "drain_outbox", "--skip-checks"],
+            # The jobs' sweep every minute, as the Procfile's scheduler runs it.
+            "jobs": [
+                sys.executable,
+                "manage.py",
+                "run_jobs",
+                "--every",
+                "60",
+                "--skip-checks",
+            ],
         }
         if sink:
             # Nobody configured a mail server: catch mail locally and print it, so the
