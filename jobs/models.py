@@ -12,25 +12,26 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Trigger(models.TextChoices):
     """What started a run."""
 
-    CRON = "cron", _("cron")
-    COMMAND = "command", _("command")
-    SCHEDULER = "scheduler", _("scheduler")
-    ADMIN = "admin", _("admin")
-    VISITOR = "visitor", _("visitor")
+    CRON = "cron", pgettext_lazy("job trigger", "cron")
+    COMMAND = "command", pgettext_lazy("job trigger", "command")
+    SCHEDULER = "scheduler", pgettext_lazy("job trigger", "scheduler")
+    ADMIN = "admin", pgettext_lazy("job trigger", "admin")
+    VISITOR = "visitor", pgettext_lazy("job trigger", "visitor")
 
 
 class Status(models.TextChoices):
-    RUNNING = "running", _("running")
-    SUCCEEDED = "succeeded", _("succeeded")
-    FAILED = "failed", _("failed")
-    SKIPPED = "skipped", _("skipped")
-    TIMED_OUT = "timed_out", _("timed out")
-    ABANDONED = "abandoned", _("abandoned")
+    RUNNING = "running", pgettext_lazy("job run", "running")
+    SUCCEEDED = "succeeded", pgettext_lazy("job run", "succeeded")
+    FAILED = "failed", pgettext_lazy("job run", "failed")
+    SKIPPED = "skipped", pgettext_lazy("job run", "skipped")
+    TIMED_OUT = "timed_out", pgettext_lazy("job run", "timed out")
+    ABANDONED = "abandoned", pgettext_lazy("job run", "abandoned")
 
 
 # A slot is taken by any run for it but one that was skipped or whose process died.

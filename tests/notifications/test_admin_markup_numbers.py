@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from django.test import RequestFactory
 from django.urls import reverse
 
+from jobs.models import JobRun
 from notifications import outbox
 from notifications.models import ChannelAddress
 from tests.helpers import finish, make_deliveries, mark_failed, mark_sent
@@ -70,6 +71,18 @@ def busy(user):
     finish(ids[2:], status="dead")
     ChannelAddress.objects.create(user=user, channel="webhook", address="https://hooks.example/")
     Group.objects.create(name="support")
+    # A run in the jobs' log, with a duration and a fractional number in its result.
+    JobRun.objects.create(
+        slug="housekeeping",
+        trigger="command",
+        status="succeeded",
+        started_at="2026-01-01T00:00:00Z",
+        finished_at="2026-01-01T00:00:01.25Z",
+        deadline_at="2026-01-01T00:02:00Z",
+        result={"seconds": 1.25},
+        host="h",
+        pid=1,
+    )
     return ids
 
 

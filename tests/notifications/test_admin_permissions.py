@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group, Permission
 from django.test import RequestFactory
 from django.urls import reverse
 
+from jobs.models import JobRun
 from notifications.channels import signing
 from notifications.models import ChannelAddress, WebhookSecret
 from tests.helpers import finish, make_deliveries
@@ -22,8 +23,10 @@ STANDARD = ("changelist", "add", "history", "delete", "change")
 
 # Custom views a viewer may use, and why that is safe. The probe asks a provider who the bot
 # is (getMe, users/@me): it reads, writes nothing, and answers with the bot's public name and
-# a round-trip time, never the token. Anything not listed here must refuse a viewer.
-OPEN_TO_VIEWERS = {"notifications_channel_probe"}
+# a round-trip time, never the token. The jobs page lists the jobs and their last runs: it
+# reads, and writes nothing (Run now is a view of its own, behind jobs.run_job). Anything not
+# listed here must refuse a viewer.
+OPEN_TO_VIEWERS = {"notifications_channel_probe", "jobs_jobrun_schedule"}
 
 
 @pytest.fixture
@@ -40,6 +43,18 @@ def world(user, django_user_model):
     )
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
     Group.objects.create(name="support")
+    # A run in the jobs' log, with a duration and a fractional number in its result.
+    JobRun.objects.create(
+        slug="housekeeping",
+        trigger="command",
+        status="succeeded",
+        started_at="2026-01-01T00:00:00Z",
+        finished_at="2026-01-01T00:00:01.25Z",
+        deadline_at="2026-01-01T00:02:00Z",
+        result={"seconds": 1.25},
+        host="h",
+        pid=1,
+    )
     return ids
 
 

@@ -1,0 +1,131 @@
+"""The jobs in the admin: the jobs page, Run now behind its own permission, the runs' log."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from jobs.models import JobRun, Status, Trigger
+from tests.jobs import sample
+
+SCHEDULE = "/admin/jobs/jobrun/schedule/"
+COUNT = sample.make("test-count", sample.count, cron="*/5 * * * *")
+
+
+def run_url(slug: str) -> str:
+    return f"/admin/jobs/jobrun/run/{slug}/"
+
+
+@pytest.fixture
+def staff(django_user_model, client, collected_static):
+    """A staff member who may view the runs, signed in; grant(…) adds permissions."""
+    user = django_user_model.objects.create_user("ops", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_jobrun"))
+    client.force_login(user)
+
+    def grant(codename: str) -> None:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+
+    client.grant = grant
+    return client
+
+
+def test_the_jobs_page_shows_each_job_its_cadence_in_words_and_its_last_run(staff, only):
+    only(COUNT)
+    JobRun.objects.create(
+        slug="test-count",
+        trigger=Trigger.SCHEDULER,
+        status=Status.FAILED,
+        started_at="2026-01-01T00:00:00Z",
+        finished_at="2026-01-01T00:00:01Z",
+        deadline_at="2026-01-01T00:01:00Z",
+        host="h",
+        pid=1,
+    )
+    page = staff.get(SCHEDULE).content.decode()
+    assert "Every 5 minutes" in page and "*/5 * * * *" in page
+    assert "A job of the tests." in page
+    assert '<span class="status">failed</span>' in page
+    # Without the permission to run jobs, there is no Run now button.
+    assert run_url("test-count") not in page
+
+
+def test_the_jobs_page_speaks_the_admins_language(staff, only):
+    only(COUNT)
+    JobRun.objects.create(
+        slug="test-count",
+        trigger=Trigger.SCHEDULER,
+        status=Status.FAILED,
+        started_at="2026-01-01T00:00:00Z",
+        deadline_at="2026-01-01T00:01:00Z",
+        host="h",
+        pid=1,
+    )
+    page = staff.get("/ru" + SCHEDULE).content.decode()
+    assert "Каждые 5 минут" in page and "Следующий запуск" in page
+    # A run's status in the words of a job, not of a delivery ("не доставлено").
+    assert '<span class="status">ошибка</span>' in page
+    assert (
+        "Jetzt starten" not in page
+        and "Letzter Lauf" in staff.get("/de" + SCHEDULE).content.decode()
+    )
+
+
+def test_a_staff_member_who_may_only_view_cannot_run_a_job(staff, only):
+    only(COUNT)
+    assert staff.post(run_url("test-count")).status_code == 403
+    assert not JobRun.objects.exists()
+
+
+def test_a_staff_member_with_the_run_permission_runs_a_job_recorded_as_the_admins(staff, only):
+    only(COUNT)
+    staff.grant("run_job")
+    assert run_url("test-count") in staff.get(SCHEDULE).content.decode()
+    response = staff.post(run_url("test-count"), follow=True)
+    assert response.redirect_chain == [(SCHEDULE, 302)]
+    run = JobRun.objects.get()
+    assert (run.slug, run.trigger, run.status) == ("test-count", Trigger.ADMIN, Status.SUCCEEDED)
+    page = response.content.decode()
+    assert '<li class="success">The job test-count succeeded in' in page
+
+
+def test_run_now_refuses_get_and_an_unknown_slug(staff, only):
+    only(COUNT)
+    staff.grant("run_job")
+    assert staff.get(run_url("test-count")).status_code == 404
+    assert staff.post(run_url("nope")).status_code == 404
+    assert not JobRun.objects.exists()
+
+
+def test_someone_signed_out_is_sent_to_the_login_and_runs_nothing(client, db, only):
+    only(COUNT)
+    response = client.post(run_url("test-count"))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert not JobRun.objects.exists()
+
+
+def test_the_runs_list_filters_by_job_and_status_and_cannot_be_edited(staff, only):
+    only(COUNT)
+    for status in (Status.SUCCEEDED, Status.FAILED):
+        JobRun.objects.create(
+            slug="test-count",
+            trigger=Trigger.COMMAND,
+            status=status,
+            started_at="2026-01-01T00:00:00Z",
+            deadline_at="2026-01-01T00:01:00Z",
+            host="h",
+            pid=1,
+        )
+    listed = staff.get("/admin/jobs/jobrun/?slug=test-count&status__exact=failed")
+    assert listed.status_code == 200
+    assert listed.context["cl"].result_count == 1
+    run = JobRun.objects.first()
+    assert staff.post(
+        f"/admin/jobs/jobrun/{run.pk}/change/", {"status": "running"}
+    ).status_code in {
+        403,
+        200,
+    }
+    run.refresh_from_db()
+    assert run.status in {Status.SUCCEEDED, Status.FAILED}
+    assert staff.get("/admin/jobs/jobrun/add/").status_code == 403
