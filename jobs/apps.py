@@ -11,4 +11,7 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         # The site's own jobs register themselves on import; the checks read the registry.
-        from jobs import checks, tasks  # noqa: F401
+        from jobs import checks, metrics, tasks  # noqa: F401
+        from notifications import metrics as outbox_metrics
+
+        outbox_metrics.add_collector("jobs", metrics.JobsCollector())

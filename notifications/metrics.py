@@ -291,10 +291,23 @@ def fold_retired() -> int:
         return cursor.fetchone()[0]
 
 
+# Other apps' collectors (the jobs'), added in their AppConfig.ready(): /metrics answers for
+# them without the queue importing them, as outbox_idle lets them tidy up.
+_collectors: dict[str, Collector] = {}
+
+
+def add_collector(name: str, collector: Collector) -> None:
+    """Have /metrics collect collector too (once per name, however often ready() runs)."""
+    _collectors[name] = collector
+
+
 def registry() -> CollectorRegistry:
-    """A registry of the queue's numbers alone (no process metrics of the one answering)."""
+    """The queue's numbers and the added collectors' (no process metrics of the one
+    answering)."""
     found = CollectorRegistry(auto_describe=False)
     found.register(QueueCollector())
+    for collector in _collectors.values():
+        found.register(collector)
     return found
 
 
