@@ -50,10 +50,10 @@ RETURNING id
 """.strip()
 
 SKIPPED_SQL = """
-INSERT INTO jobs.runs (slug, trigger, status, slot_at, started_at, finished_at, deadline_at,
-                       result, error, host, pid)
-VALUES (%(slug)s, %(trigger)s, 'skipped', %(slot)s, now(), now(), now(), %(result)s::jsonb,
-        '', %(host)s, %(pid)s)
+INSERT INTO jobs.runs (slug, trigger, status, slot_at, started_at, finished_at, duration,
+                       deadline_at, result, error, host, pid)
+VALUES (%(slug)s, %(trigger)s, 'skipped', %(slot)s, now(), now(), interval '0', now(),
+        %(result)s::jsonb, '', %(host)s, %(pid)s)
 RETURNING id
 """.strip()
 
@@ -63,7 +63,7 @@ RUNNING_SQL = "SELECT id FROM jobs.runs WHERE slug = %(slug)s AND status = 'runn
 REAP_SQL = """
 UPDATE jobs.runs
 SET status = CASE WHEN deadline_at < now() THEN 'timed_out' ELSE 'abandoned' END,
-    finished_at = now(), lease_expires_at = NULL,
+    finished_at = now(), duration = now() - started_at, lease_expires_at = NULL,
     error = CASE WHEN deadline_at < now()
                  THEN 'Ran past its time limit; its lease lapsed.'
                  ELSE 'Its process stopped renewing the lease: it died or was killed.' END
@@ -79,10 +79,10 @@ WHERE id = %(id)s AND status = 'running'
 
 FINISH_SQL = """
 UPDATE jobs.runs
-SET status = %(status)s, finished_at = now(), lease_expires_at = NULL,
-    result = %(result)s::jsonb, error = %(error)s
+SET status = %(status)s, finished_at = now(), duration = now() - started_at,
+    lease_expires_at = NULL, result = %(result)s::jsonb, error = %(error)s
 WHERE id = %(id)s AND status = 'running'
-RETURNING extract(epoch FROM finished_at - started_at)
+RETURNING id
 """.strip()
 
 # Due: no run since the slot came that counts for it, and none running now. A run counts

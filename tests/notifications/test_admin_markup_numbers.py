@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
@@ -78,6 +79,7 @@ def busy(user):
         status="succeeded",
         started_at="2026-01-01T00:00:00Z",
         finished_at="2026-01-01T00:00:01.25Z",
+        duration=timedelta(seconds=1.25),
         deadline_at="2026-01-01T00:02:00Z",
         result={"seconds": 1.25},
         host="h",

@@ -3,6 +3,8 @@ admin, walked as a staff member who may only look."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
@@ -50,6 +52,7 @@ def world(user, django_user_model):
         status="succeeded",
         started_at="2026-01-01T00:00:00Z",
         finished_at="2026-01-01T00:00:01.25Z",
+        duration=timedelta(seconds=1.25),
         deadline_at="2026-01-01T00:02:00Z",
         result={"seconds": 1.25},
         host="h",
