@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 
 from notifications import enqueue, outbox
+from notifications.channels.base import Outgoing
 from notifications.models import Notification, NotificationDelivery
 
 BASE_DIR = Path(__file__).resolve().parents[1]
@@ -63,6 +64,19 @@ def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int
         [NotificationDelivery(notification=n, channel=channel) for n in notifications]
     )
     return [d.id for d in deliveries]
+
+
+def make_outgoing(**fields) -> Outgoing:
+    """A message for a channel to send: delivery 7, in English, "Welcome" and "Hello" with a
+    link, but for the fields given (a channel's test gives at least channel and address)."""
+    defaults = {
+        "delivery_id": 7,
+        "subject": "Welcome",
+        "body": "Hello",
+        "action_url": "https://v10r.example/n/7",
+        "language": "en",
+    }
+    return Outgoing(**{**defaults, **fields})
 
 
 def notify(user, *, channels=None, label: str = "x") -> Notification:

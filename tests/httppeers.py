@@ -382,47 +382,46 @@ class DiscordPeer(HTTPPeer):
         return json_reply(403, {"message": "Cannot send messages to this user", "code": 50007})
 
 
-def bot_fixtures(peer_class: type[HTTPPeer], channel_class: type, *, token: str, deadline: float):
-    """The api and channel fixtures of a bot channel's tests: the provider's API on loopback,
-    and the channel pointed at it, with a connect timeout of half a second and a deadline of
-    deadline seconds. Assign both in the test module: api, channel = bot_fixtures(...)."""
+@dataclass(frozen=True)
+class BotCase:
+    """A bot channel under test: its name, its provider's peer, the channel class, the token
+    both are given, and the channel's deadline in seconds."""
+
+    name: str
+    peer_class: type[HTTPPeer]
+    channel_class: type
+    token: str
+    deadline: float
+
+
+def bot_fixtures(*cases: BotCase):
+    """The bot, api and channel fixtures of bot channel tests: the case under test, its
+    provider's API on loopback, and the channel pointed at it, with a connect timeout of half
+    a second and the case's deadline. Given more than one case, each test that uses them runs
+    once per case. Assign all three in the test module: bot, api, channel = bot_fixtures(...)."""
+
+    @pytest.fixture(params=cases if len(cases) > 1 else None, ids=[case.name for case in cases])
+    def bot(request):
+        return getattr(request, "param", cases[0])
 
     @pytest.fixture
-    def api():
-        peer = peer_class(token=token)
+    def api(bot):
+        peer = bot.peer_class(token=bot.token)
         yield peer
         peer.stop()
 
     @pytest.fixture
-    def channel(api):
-        made = channel_class(
+    def channel(bot, api):
+        made = bot.channel_class(
             base_url=api.base_url,
-            token=token,
+            token=bot.token,
             connect_timeout=timedelta(seconds=0.5),
-            total_timeout=timedelta(seconds=deadline),
+            total_timeout=timedelta(seconds=bot.deadline),
         )
         yield made
         made.close()
 
-    return api, channel
-
-
-# The parameters of a bot channel's test that each misbehaviour is the error it means.
-MISBEHAVIOUR_FIELDS = ("behaviour", "code", "retryable", "retry_after", "deactivate")
-
-
-def bot_misbehaviours(*, rate_limit_wait: timedelta) -> list[tuple]:
-    """What each misbehaviour of a bot API means, as MISBEHAVIOUR_FIELDS: the same for every
-    bot but for the wait its 429 asks for."""
-    return [
-        (Behaviour.RATE_LIMITED, "HTTP_429", True, rate_limit_wait, False),
-        (Behaviour.UNAVAILABLE, "HTTP_503", True, None, False),
-        (Behaviour.BLOCKED, "BOT_BLOCKED", False, None, True),
-        (Behaviour.GONE, "HTTP_410", False, None, False),
-        (Behaviour.BAD_REQUEST, "HTTP_400", False, None, False),
-        (Behaviour.REDIRECT, "HTTP_REDIRECT", False, None, False),
-        (Behaviour.DROP, "HTTP_NETWORK", True, None, False),
-    ]
+    return bot, api, channel
 
 
 class WebhookReceiver(HTTPPeer):
