@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import contextlib
+from datetime import timedelta
 
 import psycopg
 import pytest
 from django.db import connection
 
 from notifications import channels
+from notifications.worker import Worker
 from tests.notifications import channels as test_channels
 
 
@@ -31,6 +33,23 @@ def registered_test_channels(settings):
     with contextlib.suppress(ImportError, AttributeError):  # a test configured a bad one
         for channel in channels.configured().values():
             channel.close()
+
+
+@pytest.fixture
+def loop_worker():
+    """A worker with a loop of its own, as drain_outbox builds: it reaps at most once a
+    minute, so a test's batches reap only when the test winds its clock back."""
+    worker = Worker(name="test-loop", interval=timedelta(minutes=1))
+    yield worker
+    worker.close()
+
+
+@pytest.fixture
+def cron_worker():
+    """A worker without a loop, as a cron job's drain is: it reaps on every drain."""
+    worker = Worker(name="test-cron", interval=timedelta(0))
+    yield worker
+    worker.close()
 
 
 @pytest.fixture

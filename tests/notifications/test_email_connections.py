@@ -13,7 +13,6 @@ from notifications import channels
 from notifications.channels import email as email_channel
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, Status
-from notifications.worker import Worker
 from tests.smtp import SMTPServer, self_signed_certificate
 
 
@@ -36,14 +35,6 @@ def queue_emails(django_user_model, count: int, *, start: int = 0) -> list[int]:
 def mail_to(settings, smtp_server):
     settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
     return smtp_server
-
-
-@pytest.fixture
-def loop_worker():
-    """A worker with a loop of its own (as drain_outbox builds), four sender threads."""
-    worker = Worker(name="test-loop", interval=timedelta(seconds=1))
-    yield worker
-    worker.close()
 
 
 def sent_once(server: SMTPServer, ids: list[int]) -> None:
@@ -98,16 +89,12 @@ def test_a_quiet_tick_closes_connections_left_idle(
 
 
 def test_a_worker_without_a_loop_leaves_no_connection_open_after_its_tick(
-    db, django_user_model, mail_to
+    db, django_user_model, mail_to, cron_worker
 ):
     queue_emails(django_user_model, 5)
-    cron = Worker(name="test-cron", interval=timedelta(0))
-    try:
-        assert cron.tick(budget=timedelta(seconds=20)).report.sent == 5
-        assert channels.get("email").open_connections() == 0
-        assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)
-    finally:
-        cron.close()
+    assert cron_worker.tick(budget=timedelta(seconds=20)).report.sent == 5
+    assert channels.get("email").open_connections() == 0
+    assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)
 
 
 def test_a_server_that_closes_after_three_messages_costs_no_attempt(
@@ -154,40 +141,34 @@ def test_a_connection_cut_during_data_is_a_retry_not_an_instant_resend(
     assert NotificationDelivery.objects.get(pk=first).status == Status.SENT
 
 
+@pytest.mark.parametrize(
+    ("timeout", "step_delay", "greeting_delay"),
+    [
+        # The server now drips its replies: the new connection cannot finish in the time
+        # the message had left.
+        pytest.param(1.0, 0.6, 0.0, id="replies-drip"),
+        # MAIL on the kept connection takes most of the message's 2 s before the server
+        # turns out to have gone; its replacement connects at once but greets late. Waiting
+        # a whole timeout for the greeting would end at 3.5 s, past the worst case the
+        # lease relies on.
+        pytest.param(2.0, 1.5, 5.0, id="greeting-late"),
+    ],
+)
 def test_the_deadline_covers_the_reconnection(
-    db, django_user_model, settings, mail_to, loop_worker
+    db, django_user_model, settings, mail_to, loop_worker, timeout, step_delay, greeting_delay
 ):
-    settings.MAILERS = {"default": mail_to.mailer(timeout=1.0)}
+    settings.MAILERS = {"default": mail_to.mailer(timeout=timeout)}
     [_, second] = queue_emails(django_user_model, 2)
     assert loop_worker.drain_once(concurrency=1, batch_size=1).sent == 1
-    # The kept connection is cut, and the server now drips its replies: the new connection
-    # cannot finish in the time the message had left.
+    # The kept connection is cut, and the server turns slow.
     mail_to.mailbox.drop()
-    mail_to.mailbox.step_delay = 0.6
+    mail_to.mailbox.step_delay = step_delay
+    mail_to.mailbox.greeting_delay = greeting_delay
     connections = mail_to.mailbox.connections
     started = time.monotonic()
     assert loop_worker.drain_once(concurrency=1, batch_size=1).retrying == 1
-    assert time.monotonic() - started < 2.0  # EMAIL_TIMEOUT + 1 s
+    assert time.monotonic() - started < timeout + 1  # EMAIL_TIMEOUT + 1 s
     assert (mail_to.mailbox.dropped, mail_to.mailbox.connections - connections) == (1, 1)
-    stored = NotificationDelivery.objects.get(pk=second)
-    assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")
-
-
-def test_a_slow_greeting_on_the_new_connection_is_cut_at_the_deadline(
-    db, django_user_model, settings, mail_to, loop_worker
-):
-    settings.MAILERS = {"default": mail_to.mailer(timeout=2.0)}
-    [_, second] = queue_emails(django_user_model, 2)
-    assert loop_worker.drain_once(concurrency=1, batch_size=1).sent == 1
-    # MAIL on the kept connection takes most of the message's 2 s before the server turns
-    # out to have gone; its replacement connects at once but greets late. Waiting a whole
-    # timeout for the greeting would end at 3.5 s, past the worst case the lease relies on.
-    mail_to.mailbox.drop()
-    mail_to.mailbox.step_delay = 1.5
-    mail_to.mailbox.greeting_delay = 5.0
-    started = time.monotonic()
-    assert loop_worker.drain_once(concurrency=1, batch_size=1).retrying == 1
-    assert time.monotonic() - started < 3.0  # EMAIL_TIMEOUT + 1 s
     stored = NotificationDelivery.objects.get(pk=second)
     assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")
 

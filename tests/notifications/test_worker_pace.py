@@ -3,12 +3,7 @@ hand-offs for local sends."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-import pytest
-
 from notifications.models import NotificationDelivery, Status
-from notifications.worker import Worker
 from tests.helpers import execute, make_deliveries
 from tests.notifications.channels import LocalChannel, ThreadRecordingChannel
 
@@ -22,13 +17,6 @@ def held_past_the_lease(user) -> int:
         [delivery_id],
     )
     return delivery_id
-
-
-@pytest.fixture
-def loop_worker():
-    worker = Worker(name="test-pace", interval=timedelta(minutes=1))
-    yield worker
-    worker.close()
 
 
 def test_a_loop_reaps_at_most_once_an_interval_and_never_later(db, user, loop_worker):
@@ -46,15 +34,11 @@ def test_a_loop_reaps_at_most_once_an_interval_and_never_later(db, user, loop_wo
     assert NotificationDelivery.objects.get(pk=second).status in {Status.PENDING, Status.SENT}
 
 
-def test_a_worker_without_a_loop_reaps_every_time(db, user):
-    cron = Worker(name="test-cron", interval=timedelta(0))
-    try:
-        held_past_the_lease(user)
-        assert cron.drain_once().reaped == 1
-        held_past_the_lease(user)
-        assert cron.drain_once().reaped == 1
-    finally:
-        cron.close()
+def test_a_worker_without_a_loop_reaps_every_time(db, user, cron_worker):
+    held_past_the_lease(user)
+    assert cron_worker.drain_once().reaped == 1
+    held_past_the_lease(user)
+    assert cron_worker.drain_once().reaped == 1
 
 
 def test_local_sends_stay_on_the_draining_thread_and_others_go_to_senders(db, user, loop_worker):
@@ -64,4 +48,4 @@ def test_local_sends_stay_on_the_draining_thread_and_others_go_to_senders(db, us
     assert (report.claimed, report.sent) == (12, 12)
     assert set(LocalChannel.threads) == {"MainThread"}
     assert len(ThreadRecordingChannel.threads) == 6
-    assert all(name.startswith("test-pace-send") for name in ThreadRecordingChannel.threads)
+    assert all(name.startswith("test-loop-send") for name in ThreadRecordingChannel.threads)
