@@ -13,6 +13,7 @@ from notifications import channels
 from notifications.channels import email as email_channel
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, Status
+from notifications.worker import Worker
 from tests.smtp import SMTPServer, self_signed_certificate
 
 
@@ -44,6 +45,15 @@ def sent_once(server: SMTPServer, ids: list[int]) -> None:
     counted = server.mailbox.message_ids()
     assert sorted(counted.values()) == [1] * len(ids)
     assert set(counted) == set(rows.values_list("provider_message_id", flat=True))
+
+
+def drain_and_check_sent_once(
+    worker: Worker, server: SMTPServer, ids: list[int], *, concurrency: int
+) -> None:
+    """One batch sends every delivery, none left to retry, and each reaches the server once."""
+    report = worker.drain_once(concurrency=concurrency)
+    assert (report.sent, report.retrying) == (len(ids), 0)
+    sent_once(server, ids)
 
 
 def test_a_sender_keeps_its_connection_across_messages_and_batches(
@@ -102,9 +112,7 @@ def test_a_server_that_closes_after_three_messages_costs_no_attempt(
 ):
     mail_to.mailbox.per_connection = 3
     ids = queue_emails(django_user_model, 20)
-    report = loop_worker.drain_once(concurrency=2)
-    assert (report.sent, report.retrying) == (20, 0)
-    sent_once(mail_to, ids)
+    drain_and_check_sent_once(loop_worker, mail_to, ids, concurrency=2)
     # Each connection carried at most three: the rest went again on new ones.
     assert len(mail_to.mailbox.sessions) >= 7
 
@@ -114,9 +122,7 @@ def test_a_server_that_drops_every_connection_mid_batch_costs_no_attempt(
 ):
     mail_to.mailbox.drop_after = 8
     ids = queue_emails(django_user_model, 24)
-    report = loop_worker.drain_once(concurrency=4)
-    assert (report.sent, report.retrying) == (24, 0)
-    sent_once(mail_to, ids)
+    drain_and_check_sent_once(loop_worker, mail_to, ids, concurrency=4)
     # Every cut connection was replaced, by the sender that found it cut.
     assert mail_to.mailbox.dropped >= 1
     assert len(mail_to.mailbox.sessions) >= 1 + mail_to.mailbox.dropped
