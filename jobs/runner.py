@@ -211,6 +211,11 @@ def sweep(*, trigger: Trigger, budget: timedelta | None = None) -> list[Outcome]
             left = budget.total_seconds() - (time.monotonic() - began)
             if left < 1:
                 break
+        if problem := cadence.problem(job.cadence):
+            # manage.py check refuses it, but a web server starts without the checks: one
+            # bad cadence must not stop the other jobs.
+            logger.error("job %s is not swept: %s", job.slug, problem)
+            continue
         slot = cadence.previous(job.cadence, now=now)
         if not due(job, slot_at=slot):
             continue

@@ -108,3 +108,13 @@ def test_the_right_secret_is_limited_to_a_dozen_calls_a_minute(client, db, auth,
     refused = client.post("/cron/jobs/test-count", **auth)
     assert refused.status_code == 429
     assert refused.json()["error"].startswith(f"At most {cron.CRON_LIMIT} job runs a minute")
+
+
+def test_a_cron_run_gets_no_more_than_the_requests_budget(client, db, auth, only, settings):
+    settings.JOBS_CRON_SECONDS = 0.5
+    only(sample.make("test-overrun", sample.overrun, seconds=60))
+    response = client.post("/cron/jobs/test-overrun", **auth)
+    assert response.status_code == 502
+    body = response.json()
+    assert body["status"] == "timed_out"
+    assert body["seconds"] < 2  # the job alone would take 3 s, and its own limit is 60

@@ -161,3 +161,24 @@ def test_a_slot_exactly_now_has_come():
     assert cadence.previous("0 3 * * *", now=now) == now
     assert cadence.previous("0 3 * * *", now=now - timedelta(seconds=1)) == now - timedelta(days=1)
     assert cadence.following("0 3 * * *", now=now) == now + timedelta(days=1)
+
+
+def test_a_bad_cadence_setting_stops_only_its_own_job_from_being_swept(db, only, settings, caplog):
+    only(EVERY_FIVE, NIGHTLY)
+    settings.JOBS_CADENCES = {NIGHTLY.slug: "every night"}
+    [outcome] = runner.sweep(trigger=Trigger.SCHEDULER)
+    assert outcome.slug == EVERY_FIVE.slug
+    assert f"job {NIGHTLY.slug} is not swept" in caplog.text
+
+
+def test_the_prune_job_deletes_runs_past_their_keep(db, settings):
+    from jobs import registry
+
+    settings.JOBS_KEEP_RUNS_DAYS = 30
+    old = past_run(NIGHTLY, ago=timedelta(days=31))
+    kept = past_run(NIGHTLY, ago=timedelta(days=29))
+    outcome = runner.run(registry.get("prune-outbox"), trigger=Trigger.COMMAND)
+    assert outcome.status == Status.SUCCEEDED, outcome.error
+    assert outcome.result["job_runs"] == 1
+    remaining = set(JobRun.objects.values_list("pk", flat=True))
+    assert old.pk not in remaining and {kept.pk, outcome.run_id} <= remaining

@@ -3,14 +3,25 @@
 The outbox's tables live in schema `notifications` (db_table = 'notifications"."x'), but
 Django's introspection lists only the tables on the search_path, so `flush` (which every
 transactional test runs) would skip them and then fail to truncate auth_user, which they
-reference. Listing them under the same quoted names as their models fixes that at the root.
+reference. Listing them under the same quoted names as their models fixes that at the root,
+for every schema a model names (the queue's, the jobs'), so a new app's is not forgotten.
 """
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.db.backends.postgresql import base, introspection, schema
 
-PROJECT_SCHEMAS = ("notifications",)
+
+def project_schemas() -> list[str]:
+    """Every schema an installed model's db_table names ('notifications"."x')."""
+    return sorted(
+        {
+            found
+            for model in apps.get_models(include_auto_created=True)
+            if (found := _schema_of(model._meta.db_table))
+        }
+    )
 
 
 class DatabaseIntrospection(introspection.DatabaseIntrospection):
@@ -25,7 +36,7 @@ class DatabaseIntrospection(introspection.DatabaseIntrospection):
             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = ANY(%s) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
             """,
-            [list(PROJECT_SCHEMAS)],
+            [project_schemas()],
         )
         return tables + [
             introspection.TableInfo(f'{schema}"."{name}', kind, comment)
