@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 
-from notifications import outbox
+from notifications import heartbeat, outbox
 from notifications.models import NotificationDelivery, Status
 from tests.helpers import execute, finish, make_deliveries, mark_failed, mark_sent
 
@@ -422,21 +423,32 @@ def test_every_list_counts_in_its_own_words(
 
 
 @pytest.mark.parametrize(
-    ("prefix", "estimated", "capped"),
+    ("prefix", "dead", "interval", "estimated", "capped"),
     [
-        ("", "≈ 1,234 deliveries", "more than 1,000 deliveries"),
-        ("/ru", "≈ 1\u00a0234 доставки", "более 1\u00a0000 доставок"),
-        ("/de", "≈ 1.234 Zustellungen", "mehr als 1.000 Zustellungen"),
+        ("", "1,234", "every 0.5 s", "≈ 1,234 deliveries", "more than 1,000 deliveries"),
+        (
+            "/ru",
+            "1\u00a0234",
+            "каждые 0,5 с",
+            "≈ 1\u00a0234 доставки",
+            "более 1\u00a0000 доставок",
+        ),
+        ("/de", "1.234", "alle 0,5 s", "≈ 1.234 Zustellungen", "mehr als 1.000 Zustellungen"),
     ],
 )
-def test_large_counts_are_grouped_the_languages_way(
-    admin_client, user, monkeypatch, prefix, estimated, capped
+def test_numbers_are_grouped_and_decimals_separated_the_languages_way(
+    admin_client, user, monkeypatch, prefix, dead, interval, estimated, capped
 ):
+    """On the dashboard, and in a list's count, estimated or capped."""
     from notifications.admin.lists import BoundedCountPaginator
 
     monkeypatch.setattr(BoundedCountPaginator, "CAP", 1000)
     insert_dead_rows(user, 1234)
     execute("ANALYZE notifications.notification_deliveries")
+    heartbeat.beat(worker="box:1", interval=timedelta(seconds=0.5), report={})
+    body = admin_client.get(prefix + "/admin/").content.decode()
+    assert f'<dd data-count="dead">{dead}</dd>' in body
+    assert interval in body
     assert result_count(admin_client.get(prefix + DELIVERIES).content.decode()) == (
         f'<abbr title="{ESTIMATED[prefix]}">{estimated}</abbr>'
     )

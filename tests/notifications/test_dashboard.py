@@ -132,26 +132,6 @@ def test_the_oldest_pending_age_reads_as_a_duration(admin_client, user, prefix, 
 
 
 @pytest.mark.parametrize(
-    ("prefix", "dead", "interval"),
-    [
-        ("", "1,234", "every 0.5 s"),
-        ("/ru", "1\u00a0234", "каждые 0,5 с"),
-        ("/de", "1.234", "alle 0,5 s"),
-    ],
-)
-def test_numbers_are_grouped_and_decimals_separated_the_languages_way(
-    admin_client, user, prefix, dead, interval
-):
-    from tests.notifications.test_admin import insert_dead_rows
-
-    insert_dead_rows(user, 1234)
-    heartbeat.beat(worker="box:1", interval=timedelta(seconds=0.5), report={})
-    body = admin_client.get(prefix + "/admin/").content.decode()
-    assert f'<dd data-count="dead">{dead}</dd>' in body
-    assert interval in body
-
-
-@pytest.mark.parametrize(
     ("language", "title"),
     [
         ("en", "sent: 2, retrying: 0, failed: 1, dead: 0"),
