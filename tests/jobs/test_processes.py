@@ -28,8 +28,10 @@ django.setup()
 from jobs import registry, runner
 from jobs.models import Trigger
 from tests.jobs import sample
+from jobs.management.commands.run_job import exit_on_sigterm
 registry.add(sample.HOLD)
-print(json.dumps(runner.run(sample.HOLD, trigger=Trigger.COMMAND).as_dict()))
+with exit_on_sigterm():
+    print(json.dumps(runner.run(sample.HOLD, trigger=Trigger.COMMAND).as_dict()))
 """
 
 
@@ -152,3 +154,16 @@ def test_the_runs_table_is_one_django_flushes_between_transactional_tests(transa
     # Its schema is found from the model, as the queue's is: else a test's runs would be
     # left for the next one to find.
     assert 'jobs"."runs' in connection.introspection.django_table_names(only_existing=True)
+
+
+def test_a_command_stopped_by_sigterm_writes_its_run_failed_on_the_way_out(spawn):
+    process = spawn()
+    assert poll(lambda: bool(runs(status=Status.RUNNING)))
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert "stopped by SIGTERM" in err
+    [run] = runs()
+    assert run.status == Status.FAILED
+    assert run.error == "SystemExit: stopped by SIGTERM"
+    assert run.finished_at is not None

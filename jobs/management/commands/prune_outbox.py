@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import registry, runner, tasks
+from jobs.management.commands.run_job import exit_on_sigterm
 from jobs.models import Status, Trigger
 from notifications import retention
 from notifications.management.arguments import bounded
@@ -88,7 +89,8 @@ class Command(BaseCommand):
         # scheduled job's time limit; a day bounds it all the same.
         changes["max_seconds"] = max_seconds or WHOLE.total_seconds()
         limit = timedelta(seconds=changes["max_seconds"]) + 2 * tasks.MARGIN
-        outcome = runner.run(job, trigger=Trigger.COMMAND, time_limit=limit, arguments=changes)
+        with exit_on_sigterm():
+            outcome = runner.run(job, trigger=Trigger.COMMAND, time_limit=limit, arguments=changes)
         if outcome.status == Status.SKIPPED:
             raise CommandError(
                 f"Another prune is running (run #{outcome.result.get('running_run')}); try "

@@ -1,11 +1,33 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from contextlib import contextmanager
 
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import registry, runner
 from jobs.models import Status, Trigger
+
+
+@contextmanager
+def exit_on_sigterm():
+    """While inside, SIGTERM (systemd stopping a unit, a platform stopping a one-off) ends the
+    process through SystemExit, so the run under way is written down as failed on the way
+    out instead of being found abandoned once its lease lapses."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are the main thread's; a command called elsewhere keeps the default
+        return
+
+    def stop(signum, frame):
+        raise SystemExit("stopped by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def write(command: BaseCommand, outcome: runner.Outcome) -> None:
@@ -33,6 +55,7 @@ class Command(BaseCommand):
             job = registry.get(slug)
         except registry.UnknownJob as unknown:
             raise CommandError(str(unknown)) from None
-        outcome = runner.run(job, trigger=Trigger.COMMAND)
+        with exit_on_sigterm():
+            outcome = runner.run(job, trigger=Trigger.COMMAND)
         write(self, outcome)
         refuse_unless_succeeded([outcome])

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 
 from jobs import cadence, registry, runner
-from jobs.management.commands.run_job import refuse_unless_succeeded, write
+from jobs.management.commands.run_job import exit_on_sigterm, refuse_unless_succeeded, write
 from jobs.models import Trigger
 from notifications.management.arguments import bounded
 
@@ -42,7 +42,8 @@ class Command(BaseCommand):
         if every:
             self.loop(every)
             return
-        outcomes = runner.sweep(trigger=Trigger.SCHEDULER)
+        with exit_on_sigterm():
+            outcomes = runner.sweep(trigger=Trigger.SCHEDULER)
         for outcome in outcomes:
             write(self, outcome)
         refuse_unless_succeeded(outcomes)

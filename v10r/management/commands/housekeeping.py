@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import registry, runner
+from jobs.management.commands.run_job import exit_on_sigterm
 from jobs.models import Status, Trigger
 
 
@@ -15,7 +16,8 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options):
-        outcome = runner.run(registry.get("housekeeping"), trigger=Trigger.COMMAND)
+        with exit_on_sigterm():
+            outcome = runner.run(registry.get("housekeeping"), trigger=Trigger.COMMAND)
         if outcome.status not in {Status.SUCCEEDED, Status.SKIPPED}:
             raise CommandError(f"housekeeping {outcome.status}: {outcome.error}")
         self.stdout.write(" ".join(f"{name}={n}" for name, n in outcome.result.items()))
