@@ -26,6 +26,10 @@ UNDECODABLE_IN_WORKER = """(words) => {
 }"""
 # As Chromium answers a canvas too large for the memory it has.
 NO_CANVAS = "() => { OffscreenCanvas.prototype.getContext = () => null; }"
+WORKER_URL_404 = (
+    "document.getElementById('palette-demo').dataset.workerUrl = '/static/no-such-worker.js'"
+)
+WORKER_TIMEOUT_5_MS = "document.getElementById('palette-demo').dataset.workerTimeoutMs = '5'"
 
 MESSAGES = {
     "decode": {
@@ -108,34 +112,24 @@ def test_a_decode_failure_in_the_worker_is_told_in_the_pages_words(site, page, s
 
 
 @pytest.mark.parametrize("language", ["en", "ru"])
-def test_a_canvas_the_browser_cannot_allocate_is_told_as_running_out_of_memory(
-    site, page, small_png, language
+@pytest.mark.parametrize(
+    ("breakage", "lane", "script"),
+    [
+        # A canvas the browser cannot allocate is told as running out of memory.
+        pytest.param("memory", "main", NO_CANVAS, id="no-canvas"),
+        # A 404 module worker, which is not a CSP matter either.
+        pytest.param("worker load", "worker", WORKER_URL_404, id="worker-does-not-load"),
+        # The timeout is told with a localised number.
+        pytest.param("timeout", "worker", WORKER_TIMEOUT_5_MS, id="worker-timeout"),
+    ],
+)
+def test_a_lane_that_breaks_is_told_in_the_pages_words(
+    site, page, small_png, language, breakage, lane, script
 ):
     open_with_photo(page, site, language, small_png)
-    page.evaluate(NO_CANVAS)
-    message, _tooltip = failure(page, "main")
-    assert message == MESSAGES["memory"][language]
-    assert csp_violations(page) == []
-
-
-@pytest.mark.parametrize("language", ["en", "ru"])
-def test_a_worker_that_does_not_load_is_told_in_the_pages_words(site, page, small_png, language):
-    open_with_photo(page, site, language, small_png)
-    page.evaluate(
-        "document.getElementById('palette-demo').dataset.workerUrl = '/static/no-such-worker.js'"
-    )
-    message, _tooltip = failure(page, "worker")
-    assert message == MESSAGES["worker load"][language]
-    # A 404 module worker is not a CSP matter.
-    assert csp_violations(page) == []
-
-
-@pytest.mark.parametrize("language", ["en", "ru"])
-def test_a_worker_timeout_is_told_with_a_localised_number(site, page, small_png, language):
-    open_with_photo(page, site, language, small_png)
-    page.evaluate("document.getElementById('palette-demo').dataset.workerTimeoutMs = '5'")
-    message, _tooltip = failure(page, "worker")
-    assert message == MESSAGES["timeout"][language]
+    page.evaluate(script)
+    message, _tooltip = failure(page, lane)
+    assert message == MESSAGES[breakage][language]
     assert csp_violations(page) == []
 
 
