@@ -133,6 +133,24 @@ def write_small_png(folder) -> str:
     return str(path)
 
 
+def photo(name: str, **options):
+    """Make the decorated function, which draws a photo, a module-scoped fixture of the
+    same name whose value is the photo's path: saved once as name in a folder of its own
+    (the ending names the format; options go to Pillow's save)."""
+
+    def fixture(draw):
+        @pytest.fixture(scope="module", name=draw.__name__)
+        def saved(tmp_path_factory) -> str:
+            path = tmp_path_factory.mktemp("photos") / name
+            draw().save(path, **options)
+            return str(path)
+
+        saved.__doc__ = draw.__doc__
+        return saved
+
+    return fixture
+
+
 @pytest.fixture(scope="session")
 def small_png(tmp_path_factory) -> str:
     """write_small_png's photo, written once for the session."""

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from showcases import analysis
-from tests.browser.conftest import csp_violations
+from tests.browser.conftest import csp_violations, photo
 from tests.browser.test_workers_page import PAGE, open_demo, run_lane
 
 pytestmark = pytest.mark.browser
@@ -28,15 +28,13 @@ FULL_RESOLUTION_NOTE = {
 }
 
 
-@pytest.fixture(scope="module")
-def wide_png(tmp_path_factory) -> str:
+@photo("wide.png")
+def wide_png() -> Image.Image:
     """1200 × 900 px in a few kilobytes: over 720 px, yet quick to decode and to send."""
     image = np.zeros((900, 1200, 3), dtype=np.uint8)
     image[:, :600] = (30, 140, 200)
     image[:, 600:] = (220, 180, 40)
-    path = tmp_path_factory.mktemp("photos") / "wide.png"
-    Image.fromarray(image).save(path)
-    return str(path)
+    return Image.fromarray(image)
 
 
 def stat(page, lane: str, name: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image, ImageDraw
 
-from tests.browser.conftest import csp_violations
+from tests.browser.conftest import csp_violations, photo
 from tests.browser.test_demo_errors import failure, open_with_photo
 
 pytestmark = pytest.mark.browser
@@ -23,16 +23,14 @@ REFUSAL = {
 }
 
 
-@pytest.fixture(scope="module")
-def one_bit_bomb(tmp_path_factory) -> str:
+@photo("one-bit.png", optimize=True)
+def one_bit_bomb() -> Image.Image:
     """A 1-bit 7070 × 7070 PNG of about 6 KB."""
     image = Image.new("1", (7070, 7070))
     draw = ImageDraw.Draw(image)
     for top in range(0, 7070, 707):
         draw.line((0, top, 7069, top), fill=1, width=3)
-    path = tmp_path_factory.mktemp("photos") / "one-bit.png"
-    image.save(path, optimize=True)
-    return str(path)
+    return image
 
 
 @pytest.mark.parametrize("language", ["en", "ru"])
