@@ -147,6 +147,25 @@ def start_drain(
     )
 
 
+def drain_until(
+    predicate,
+    *args: str,
+    smtp_port: int,
+    seconds: float,
+    every: float,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[bool, int, str]:
+    """Run one drain_outbox (args, as "--batch-size", "25") on the test database until
+    predicate holds or seconds pass, then stop it; return whether predicate held, and the
+    process's exit code and output."""
+    drain = start_drain(*args, url=database_url(), smtp_port=smtp_port, extra_env=extra_env)
+    try:
+        done = poll(predicate, seconds=seconds, every=every)
+    finally:
+        code, output = stop(drain)
+    return done, code, output
+
+
 def stop(process: subprocess.Popen, *, seconds: float = 30) -> tuple[int, str]:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)

@@ -19,7 +19,7 @@ from notifications.channels.email import EmailChannel
 from notifications.channels.telegram import TelegramChannel
 from notifications.channels.webhook import WebhookChannel
 from notifications.models import ChannelAddress, NotificationDelivery, WebhookSecret
-from tests.helpers import counts, database_url, notify, poll, start_drain, stop
+from tests.helpers import counts, drain_until, notify
 from tests.httppeers import Behaviour, DiscordPeer, TelegramPeer, WebhookReceiver
 
 TOKEN = "123456:test-token"
@@ -198,11 +198,13 @@ def test_a_drain_process_delivers_a_mixed_batch_once_each(
         addresses(user, peers)
         notify(user, label=user.username)
     assert NotificationDelivery.objects.count() == 40
-    drain = start_drain(
+    done, code, output = drain_until(
+        lambda: counts() == {"sent": 40},
         "--batch-size",
         "25",
-        url=database_url(),
         smtp_port=smtp_server.port,
+        seconds=90,
+        every=0.3,
         extra_env={
             "TELEGRAM_BOT_TOKEN": TOKEN,
             "DISCORD_BOT_TOKEN": TOKEN,
@@ -211,10 +213,6 @@ def test_a_drain_process_delivers_a_mixed_batch_once_each(
             "DELIVERY_WEBHOOK_ALLOW_LOOPBACK": "1",
         },
     )
-    try:
-        done = poll(lambda: counts() == {"sent": 40}, seconds=90, every=0.3)
-    finally:
-        code, output = stop(drain)
     assert done, (counts(), output[-3000:])
     assert code == 0
     assert len(smtp_server.mailbox.message_ids()) == 10

@@ -14,7 +14,16 @@ import pytest
 from django.db import connection
 
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
-from tests.helpers import counts, database_url, make_deliveries, poll, python, start_drain, stop
+from tests.helpers import (
+    counts,
+    database_url,
+    drain_until,
+    make_deliveries,
+    poll,
+    python,
+    start_drain,
+    stop,
+)
 from v10r import embedded_postgresql
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -65,11 +74,13 @@ def test_a_drain_process_holds_one_database_connection_while_sixteen_threads_sen
         most = max(most, len(pids))
         return counts() == {Status.SENT: 400}
 
-    drain = start_drain(
+    done, code, output = drain_until(
+        sample,
         "--batch-size",
         "25",
-        url=database_url(),
         smtp_port=smtp_server.port,
+        seconds=120,
+        every=0.02,
         # libpq names every connection the process opens after PGAPPNAME.
         extra_env={
             "DELIVERY_CONCURRENCY": "16",
@@ -77,10 +88,6 @@ def test_a_drain_process_holds_one_database_connection_while_sixteen_threads_sen
             "PGAPPNAME": "drain-under-test",
         },
     )
-    try:
-        done = poll(sample, seconds=120, every=0.02)
-    finally:
-        code, output = stop(drain)
     assert done and code == 0, output
     assert len(smtp_server.mailbox.message_ids()) == 400
     assert (most, len(seen)) == (1, 1), (most, seen)
