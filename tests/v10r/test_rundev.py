@@ -61,6 +61,10 @@ def test_make_run_serves_on_the_ports_given_and_prints_each_warning_once():
         assert poll(lambda: answers(port), seconds=180, every=0.5), "".join(lines)
         # The drain logs its start after the checks it would have run: it has started.
         assert poll(lambda: any("drain_outbox " in line for line in lines), seconds=60)
+        # The jobs' sweep runs beside them, every minute.
+        assert poll(
+            lambda: any("Sweeping the jobs every 60 s" in line for line in lines), seconds=60
+        )
         with socket.create_connection(("127.0.0.1", smtp_port), timeout=5) as smtp:
             assert smtp.recv(100).startswith(b"220")
     finally:
