@@ -191,6 +191,12 @@ class HTTPPeer:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
+    def __enter__(self) -> HTTPPeer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
     def stop(self) -> None:
         self._stopping.set()
         self._server.shutdown()
@@ -406,9 +412,8 @@ def bot_fixtures(*cases: BotCase):
 
     @pytest.fixture
     def api(bot):
-        peer = bot.peer_class(token=bot.token)
-        yield peer
-        peer.stop()
+        with bot.peer_class(token=bot.token) as peer:
+            yield peer
 
     @pytest.fixture
     def channel(bot, api):

@@ -22,11 +22,22 @@ DEADLINE = 1.0
 SLACK = 0.5
 
 
+def resolving_client(
+    resolver, *, connect_seconds: float = 0.5, allow_loopback: bool = False
+) -> http.Client:
+    """A client with this module's deadline whose guard asks resolver, not the DNS, what
+    addresses a host name has."""
+    return http.Client(
+        connect_timeout=timedelta(seconds=connect_seconds),
+        total_timeout=timedelta(seconds=DEADLINE),
+        guard=netguard.Guard(allow_loopback=allow_loopback, resolver=resolver),
+    )
+
+
 @pytest.fixture
 def peer():
-    server = HTTPPeer()
-    yield server
-    server.stop()
+    with HTTPPeer() as server:
+        yield server
 
 
 @pytest.fixture
@@ -210,11 +221,7 @@ def test_the_connection_goes_to_the_checked_address_with_the_urls_host_name(peer
         assert host == "hooks.example"
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    client = http.Client(
-        connect_timeout=timedelta(seconds=0.5),
-        total_timeout=timedelta(seconds=DEADLINE),
-        guard=netguard.Guard(allow_loopback=True, resolver=hooks_example),
-    )
+    client = resolving_client(hooks_example, allow_loopback=True)
     try:
         client.request("POST", f"http://hooks.example:{peer.port}/in", body=b"{}")
     finally:
@@ -254,11 +261,7 @@ def test_a_resolver_that_hangs_is_cut_within_the_connect_timeout(peer):
         time.sleep(3)
         return []
 
-    client = http.Client(
-        connect_timeout=timedelta(seconds=0.3),
-        total_timeout=timedelta(seconds=DEADLINE),
-        guard=netguard.Guard(resolver=hangs),
-    )
+    client = resolving_client(hangs, connect_seconds=0.3)
     error, seconds = timed(lambda: client.request("GET", "http://slow-dns.example/"))
     assert (error.code, error.retryable) == ("HTTP_DNS", True)
     assert seconds < 0.3 + SLACK
@@ -268,11 +271,7 @@ def test_a_name_that_does_not_resolve_is_a_retryable_dns_error():
     def unknown(host, port, **kwargs):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    client = http.Client(
-        connect_timeout=timedelta(seconds=0.5),
-        total_timeout=timedelta(seconds=DEADLINE),
-        guard=netguard.Guard(resolver=unknown),
-    )
+    client = resolving_client(unknown)
     error, _ = timed(lambda: client.request("GET", "http://nowhere.example/"))
     assert (error.code, error.retryable) == ("HTTP_DNS", True)
     assert "nowhere.example" in error.message
