@@ -13,6 +13,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 BENCH_DB = "v10r_bench"
+SECRET_KEY = "benchmark-only-secret-key-0123456789-abcdefghij"
 
 
 def server_url(name: str = BENCH_DB) -> str:
@@ -49,7 +50,7 @@ def migrate(url: str) -> None:
 def environment(url: str) -> dict[str, str]:
     env = os.environ.copy()
     env["DATABASE_URL"] = url
-    env.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
+    env.setdefault("DJANGO_SECRET_KEY", SECRET_KEY)
     env.pop("DJANGO_DEBUG", None)  # DEBUG would record every query and slow the loop
     return env
 
@@ -74,6 +75,16 @@ def web_environment(url: str, **settings: str) -> dict[str, str]:
         "V10R_TRUSTED_PROXIES": "1",
         **settings,
     }
+
+
+def set_up_django_settings() -> None:
+    """Set Django up in this process with the project's settings and no database: for work
+    that reads settings and runs no query."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", SECRET_KEY)
+    import django
+
+    django.setup()
 
 
 def set_up_django(url: str) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,10 +38,13 @@ from PIL import Image
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
-os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
 
-from bench.database import keep_database, server_url, web_environment  # noqa: E402 - after sys.path
+from bench.database import (  # noqa: E402 - after sys.path
+    keep_database,
+    server_url,
+    set_up_django_settings,
+    web_environment,
+)
 from tests.deploy import clients  # noqa: E402
 from tests.deploy.servers import CONFIG, GUNICORN, Server  # noqa: E402
 
@@ -79,9 +81,7 @@ def median_ms(work, runs: int) -> float:
 
 def lanes(jpeg: bytes, runs: int) -> None:
     """(a) to (c), in this process."""
-    import django
-
-    django.setup()
+    set_up_django_settings()
     import colorthief
     import fast_colorthief
 

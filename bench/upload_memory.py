@@ -18,7 +18,6 @@ import gc
 import importlib.util
 import io
 import json
-import os
 import resource
 import statistics
 import struct
@@ -34,8 +33,8 @@ from PIL import Image
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
-os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-0123456789-abcdefghij")
+
+from bench.database import set_up_django_settings  # noqa: E402 - after sys.path
 
 TARGET_MB = 150
 # The server lane before decoding had a memory budget (--before to compare with another).
@@ -123,9 +122,7 @@ def _load(module_path: str):
 
 def measure(module_path: str, upload_path: str) -> dict:
     """Analyse one upload with one version of analysis.py; return growth, time and status."""
-    import django
-
-    django.setup()
+    set_up_django_settings()
     analysis = _load(module_path)
     # Warm up: Numba's kernels, Pillow's plugins and libwebp load outside the measurement.
     for fmt in ("PNG", "JPEG", "WEBP"):
