@@ -5,8 +5,9 @@ CSP, the collected and hashed static files), in Debian's headless Chromium. A 12
 (bench/palette.py's photo) is chosen in the page, and each browser lane is run --runs times at
 720 px and at full resolution by clicking its button. Each run's decode, read-back (the scaled
 draw and getImageData) and palette time (the page's "Analysis": one palette pass and the
-luminance, as on the server) are the User Timing measures image-analysis.js records on the thread that ran it,
-read from the page for the main lane and from the worker for the worker lane.
+luminance, as on the server) are the User Timing measures image-analysis.js records on the
+thread that ran it, read from the page for the main lane and from the worker for the worker
+lane.
 
 Beside them, palette.js under Node runs the same pass on the same pixels: the page itself
 reads them back with image-analysis.js's readPixels (the code both lanes run) from the same

@@ -59,9 +59,7 @@ def tidy() -> Tidied:
     }
     for receiver, answer in outbox_idle.send_robust(sender=Worker):
         if isinstance(answer, Exception):
-            logger.error(
-                "housekeeping: %s failed", receiver.__qualname__, exc_info=answer
-            )
+            logger.error("housekeeping: %s failed", receiver.__qualname__, exc_info=answer)
         elif answer:
             counts.update(answer)
     return Tidied(counts)
