@@ -16,7 +16,9 @@ PACKAGES = ("core", "notifications", "showcases", "pwa", "jobs", "v10r")
 ALLOWED = {
     "core": set(),
     "notifications": {"core"},
-    "showcases": {"core", "notifications"},
+    # The jobs page shows the registry and its log, and runs a demo job through the runner;
+    # jobs never imports a showcase.
+    "showcases": {"core", "notifications", "jobs"},
     "pwa": {"core"},
     # Scheduled work runs the queue's retention and tidying up, so it may import the queue;
     # the queue never imports it.
@@ -38,6 +40,10 @@ OUTBOX_PUBLIC = {
     "notifications.signals",
     "notifications.stats",
 }
+
+# The jobs' public face, which the jobs page uses; the site's jobs, the cron endpoints, the
+# checks, the admin and the commands are the jobs app's own.
+JOBS_PUBLIC = {"jobs.cadence", "jobs.models", "jobs.registry", "jobs.runner"}
 
 
 def imports(path: Path, *, root: Path) -> list[tuple[int, str]]:
@@ -80,6 +86,12 @@ def forbidden(path: Path, *, root: Path = BASE_DIR) -> list[str]:
             and not any(name == m or name.startswith(m + ".") for m in OUTBOX_PUBLIC)
         ):
             wrong.append(f"{relative}:{line} imports the queue's machinery: {name}")
+        elif (
+            owner == "showcases"
+            and top == "jobs"
+            and not any(name == m or name.startswith(m + ".") for m in JOBS_PUBLIC)
+        ):
+            wrong.append(f"{relative}:{line} imports the jobs' machinery: {name}")
     return wrong
 
 
@@ -99,6 +111,15 @@ def test_the_scan_sees_imports_inside_functions_and_relative_ones(tmp_path):
     assert forbidden(probe, root=tmp_path) == [
         "core/probe.py:2 imports notifications.worker",
         "core/probe.py:5 imports showcases.palette",
+    ]
+
+
+def test_a_showcase_may_use_the_jobs_public_modules_but_not_their_machinery(tmp_path):
+    (tmp_path / "showcases").mkdir()
+    probe = tmp_path / "showcases" / "probe.py"
+    probe.write_text("from jobs import registry, runner\nfrom jobs import tasks\n")
+    assert forbidden(probe, root=tmp_path) == [
+        "showcases/probe.py:2 imports the jobs' machinery: jobs.tasks"
     ]
 
 

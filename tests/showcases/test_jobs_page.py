@@ -1,0 +1,187 @@
+"""/showcases/jobs/: the registry with its cadences in the visitor's words, the log, and the
+demo job a visitor runs in the request, behind the same rate-limit door as Try it."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+from jobs import registry
+from jobs.models import JobRun, Status, Trigger
+from showcases import demo_job, jobs_page
+
+pytestmark = pytest.mark.django_db
+
+PAGE = "/showcases/jobs/"
+PREFIX = {"en": "", "ru": "/ru", "de": "/de"}
+CADENCE_WORDS = {
+    "en": ("Every 5 minutes", "At 17 minutes past the hour"),
+    "ru": ("Каждые 5 минут", "В 17 минут"),
+    "de": ("Alle 5 Minuten", "Bei Minute 17"),
+}
+RUN_BUTTON = {"en": "Run the demo job", "ru": "Запустить демо-задачу", "de": "Demo-Job ausführen"}
+
+
+@pytest.mark.parametrize("language", ["en", "ru", "de"])
+def test_the_page_lists_every_registered_job_with_its_cadence_in_the_visitors_words(
+    client, language
+):
+    response = client.get(PREFIX[language] + PAGE)
+    assert response.status_code == 200
+    body = html.unescape(response.content.decode())
+    for job in registry.jobs():
+        assert f'data-job="{job.slug}"' in body
+        assert f"<code>{job.cadence}</code>" in body
+    for words in CADENCE_WORDS[language]:
+        assert f"<span data-cadence-words>{words}</span>" in body
+    assert RUN_BUTTON[language] in body
+
+
+def test_the_page_and_the_workers_page_link_to_each_other(client):
+    assert 'href="/showcases/workers/#queue-worker"' in client.get(PAGE).content.decode()
+    assert 'href="/showcases/jobs/"' in client.get("/showcases/workers/").content.decode()
+    assert 'href="/ru/showcases/jobs/"' in client.get("/ru/showcases/workers/").content.decode()
+
+
+def test_the_demo_job_is_no_scheduled_job():
+    # The sweep runs the registry: the demo must never run on a cadence.
+    assert demo_job.SLUG not in {job.slug for job in registry.jobs()}
+
+
+def test_running_the_demo_job_runs_it_once_as_the_visitors_and_shows_the_run_at_once(client):
+    response = client.post(PAGE + "demo/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    [run] = JobRun.objects.filter(slug=demo_job.SLUG)
+    assert (run.trigger, run.status) == (Trigger.VISITOR, Status.SUCCEEDED)
+    assert set(run.result) == {"pending", "processing", "retrying", "sent", "failed", "dead"}
+    body = response.content.decode()
+    assert f'data-run-id="{run.pk}"' in body
+    assert 'data-run-trigger="visitor"' in body
+    assert "feed-item is-new" in body
+    # The answer is the log fragment, not the page.
+    assert "<html" not in body
+    assert client.get(PAGE + "log/").content.decode().count(f'data-run-id="{run.pk}"') == 1
+
+
+def test_without_javascript_the_demo_job_runs_and_the_page_comes_back(client):
+    response = client.post(PAGE + "demo/")
+    assert response.status_code == 302
+    assert response["Location"] == PAGE + "#log"
+    assert JobRun.objects.filter(slug=demo_job.SLUG, trigger=Trigger.VISITOR).count() == 1
+
+
+def test_the_demo_job_runs_under_its_hard_budget():
+    assert demo_job.DEMO.time_limit == demo_job.BUDGET
+    assert demo_job.BUDGET.total_seconds() <= 5
+
+
+def test_past_the_limit_a_run_is_refused_with_429_and_retry_after_and_nothing_runs(
+    client, monkeypatch
+):
+    monkeypatch.setattr(jobs_page, "DEMO_LIMIT", 3)
+    codes = [client.post(PAGE + "demo/", HTTP_HX_REQUEST="true").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    refused = client.post(PAGE + "demo/", HTTP_HX_REQUEST="true")
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert refused["X-Jobs-Fragment"] == "refused"
+    assert "Too many runs; wait" in refused.content.decode()
+    assert JobRun.objects.filter(slug=demo_job.SLUG).count() == 3
+
+
+def test_the_limit_is_counted_per_ipv6_64_as_try_it_is(client, settings, monkeypatch):
+    monkeypatch.setattr(jobs_page, "DEMO_LIMIT", 1)
+    settings.V10R_TRUSTED_PROXIES = 1
+
+    def run_from(visitor: str) -> int:
+        return client.post(
+            PAGE + "demo/",
+            HTTP_HX_REQUEST="true",
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR=visitor,
+        ).status_code
+
+    assert run_from("2001:db8:1:2::1") == 200
+    assert run_from("2001:db8:1:2::ffff") == 429  # the same /64
+    assert run_from("2001:db8:1:3::1") == 200
+
+
+def test_a_refused_run_without_javascript_gets_the_whole_page_with_the_reason(client, monkeypatch):
+    monkeypatch.setattr(jobs_page, "DEMO_LIMIT", 1)
+    client.post(PAGE + "demo/")
+    refused = client.post(PAGE + "demo/")
+    assert refused.status_code == 429
+    body = refused.content.decode()
+    assert "<h1>Jobs</h1>" in body
+    assert "Too many runs; wait" in body
+
+
+@pytest.mark.parametrize("path", ["demo/"])
+def test_a_get_on_the_run_endpoint_is_405_and_runs_nothing(client, path):
+    assert client.get(PAGE + path).status_code == 405
+    assert not JobRun.objects.filter(slug=demo_job.SLUG).exists()
+
+
+def test_the_page_and_the_log_refuse_a_post(client):
+    assert client.post(PAGE).status_code == 405
+    assert client.post(PAGE + "log/").status_code == 405
+
+
+def test_the_demo_endpoint_needs_the_csrf_token():
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.post(PAGE + "demo/", HTTP_HX_REQUEST="true").status_code == 403
+    assert not JobRun.objects.filter(slug=demo_job.SLUG).exists()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"fail": "1"}, {"slug": "prune-outbox"}, {"x": "\x00" * 50}, {"arguments": "{]"}],
+)
+def test_junk_in_the_post_changes_nothing_and_is_no_500(client, data):
+    response = client.post(PAGE + "demo/", data, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert list(JobRun.objects.values_list("slug", flat=True)) == [demo_job.SLUG]
+
+
+def test_junk_query_strings_and_paths_are_no_500(client):
+    assert client.get(PAGE + "?page=%00&x=" + "a" * 5000).status_code == 200
+    assert client.get(PAGE + "log/?junk=%ff").status_code == 200
+    assert client.get(PAGE + "nothing-here/").status_code == 404
+
+
+def test_the_log_shows_runs_of_every_trigger_with_their_trigger(client):
+    client.post(PAGE + "demo/", HTTP_HX_REQUEST="true")
+    JobRun.objects.create(
+        slug="housekeeping",
+        trigger=Trigger.SCHEDULER,
+        status=Status.SUCCEEDED,
+        started_at="2026-01-01T00:00:00Z",
+        deadline_at="2026-01-01T00:02:00Z",
+        host="h",
+        pid=1,
+    )
+    body = client.get("/ru" + PAGE + "log/").content.decode()
+    assert 'data-run-trigger="scheduler"' in body
+    assert "посетитель" in body and "планировщик" in body
+
+
+def test_on_a_persistent_host_the_page_names_the_scheduler(client, settings):
+    settings.V10R_PLATFORM = "container"
+    body = client.get(PAGE).content.decode()
+    assert 'data-platform="persistent"' in body
+    assert "run_jobs --every 60" in body
+    assert "/cron/jobs/due" not in body
+
+
+def test_on_serverless_the_page_says_only_the_platforms_cron_pushes(client, settings):
+    settings.V10R_PLATFORM = "vercel"
+    settings.CRON_SECRET = ""
+    body = client.get(PAGE).content.decode()
+    assert 'data-platform="serverless"' in body
+    assert "run_jobs --every 60" not in body
+    assert "CRON_SECRET is not set here" in body
+    settings.CRON_SECRET = "x" * 40
+    assert "CRON_SECRET is not set here" not in client.get(PAGE).content.decode()
