@@ -93,7 +93,7 @@ def _page_context(**extra) -> dict:
         "log_messages": _log_messages(),
         "rows": _registry_rows(),
         "demo": demo_job.DEMO,
-        "demo_budget": number_format(demo_job.BUDGET.total_seconds()),
+        "demo_budget": number_format(int(demo_job.BUDGET.total_seconds())),
         "visitor_label": Trigger.VISITOR.label,
         "cron_seconds": settings.JOBS_CRON_SECONDS,
         **_pushes(),

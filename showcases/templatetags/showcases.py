@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import template
 from django.conf import settings
 from django.utils import formats
+from django.utils.translation import pgettext
 
 from core.templatetags import units
 from notifications import catalogue
@@ -40,3 +41,15 @@ def depth_count(depth, name: str) -> str:
     count = getattr(depth, name)
     shown = formats.number_format(count, use_l10n=True, force_grouping=True)
     return f"{shown}+" if depth.at_limit(name) else shown
+
+
+@register.filter
+def run_duration(value) -> str:
+    """A job run's duration: under a second in milliseconds (a demo run takes a few), else as
+    every other duration on the site."""
+    if value is None or value == "":
+        return ""
+    if value.total_seconds() >= 1:
+        return units.duration(value)
+    count = formats.number_format(round(value.total_seconds() * 1000))
+    return (pgettext("unit of time", "%(count)s ms") % {"count": count}).replace(" ", "\u00a0")

@@ -185,3 +185,30 @@ def test_on_serverless_the_page_says_only_the_platforms_cron_pushes(client, sett
     assert "CRON_SECRET is not set here" in body
     settings.CRON_SECRET = "x" * 40
     assert "CRON_SECRET is not set here" not in client.get(PAGE).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("language", "seconds", "said"),
+    [
+        ("en", 0.0042, "4\u00a0ms"),
+        ("ru", 0.0042, "4\u00a0мс"),
+        ("de", 0.25, "250\u00a0ms"),
+        ("en", 1.4, "1\u00a0s"),
+        ("ru", 69, "1\u00a0мин 9\u00a0с"),
+    ],
+)
+def test_a_runs_duration_is_in_milliseconds_under_a_second(language, seconds, said):
+    from datetime import timedelta
+
+    from django.utils import translation
+
+    from showcases.templatetags.showcases import run_duration
+
+    with translation.override(language):
+        assert run_duration(timedelta(seconds=seconds)) == said
+    assert run_duration(None) == ""
+
+
+def test_the_demo_runs_budget_is_said_in_whole_seconds(client):
+    body = html.unescape(client.get("/ru" + PAGE).content.decode())
+    assert "с жёстким пределом 2 с" in body
