@@ -9,13 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from django.db import connection
 
+from jobs.models import JobRun, Status, Trigger
 from notifications import enqueue, outbox
 from notifications.channels.base import Outgoing
 from notifications.models import Notification, NotificationDelivery
@@ -64,6 +65,34 @@ def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int
         [NotificationDelivery(notification=n, channel=channel) for n in notifications]
     )
     return [d.id for d in deliveries]
+
+
+def make_run(*, slug: str = "test-count", trigger=Trigger.SCHEDULER, status, **fields) -> JobRun:
+    """A run in the jobs' log, started at the start of 2026 with a minute to run on host "h",
+    but for the fields given."""
+    defaults = {
+        "started_at": "2026-01-01T00:00:00Z",
+        "deadline_at": "2026-01-01T00:01:00Z",
+        "host": "h",
+        "pid": 1,
+    }
+    return JobRun.objects.create(
+        slug=slug, trigger=trigger, status=status, **{**defaults, **fields}
+    )
+
+
+def make_timed_run() -> JobRun:
+    """A housekeeping run in the jobs' log with a duration and a fractional number in its
+    result (1.25 s each): what a page's numbers are checked against."""
+    return make_run(
+        slug="housekeeping",
+        trigger=Trigger.COMMAND,
+        status=Status.SUCCEEDED,
+        finished_at="2026-01-01T00:00:01.25Z",
+        duration=timedelta(seconds=1.25),
+        deadline_at="2026-01-01T00:02:00Z",
+        result={"seconds": 1.25},
+    )
 
 
 def make_outgoing(**fields) -> Outgoing:

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from jobs.models import JobRun, Status, Trigger
+from tests.helpers import make_run
 from tests.jobs import sample
 
 SCHEDULE = "/admin/jobs/jobrun/schedule/"
@@ -32,16 +33,7 @@ def staff(django_user_model, client, collected_static):
 
 def test_the_jobs_page_shows_each_job_its_cadence_in_words_and_its_last_run(staff, only):
     only(COUNT)
-    JobRun.objects.create(
-        slug="test-count",
-        trigger=Trigger.SCHEDULER,
-        status=Status.FAILED,
-        started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:00:01Z",
-        deadline_at="2026-01-01T00:01:00Z",
-        host="h",
-        pid=1,
-    )
+    make_run(status=Status.FAILED, finished_at="2026-01-01T00:00:01Z")
     page = staff.get(SCHEDULE).content.decode()
     assert "Every 5 minutes" in page and "*/5 * * * *" in page
     assert "A job of the tests." in page
@@ -52,15 +44,7 @@ def test_the_jobs_page_shows_each_job_its_cadence_in_words_and_its_last_run(staf
 
 def test_the_jobs_page_speaks_the_admins_language(staff, only):
     only(COUNT)
-    JobRun.objects.create(
-        slug="test-count",
-        trigger=Trigger.SCHEDULER,
-        status=Status.FAILED,
-        started_at="2026-01-01T00:00:00Z",
-        deadline_at="2026-01-01T00:01:00Z",
-        host="h",
-        pid=1,
-    )
+    make_run(status=Status.FAILED)
     page = staff.get("/ru" + SCHEDULE).content.decode()
     assert "Каждые 5 минут" in page and "Следующий запуск" in page
     # A run's status in the words of a job, not of a delivery ("не доставлено").
@@ -107,15 +91,7 @@ def test_someone_signed_out_is_sent_to_the_login_and_runs_nothing(client, db, on
 def test_the_runs_list_filters_by_job_and_status_and_cannot_be_edited(staff, only):
     only(COUNT)
     for status in (Status.SUCCEEDED, Status.FAILED):
-        JobRun.objects.create(
-            slug="test-count",
-            trigger=Trigger.COMMAND,
-            status=status,
-            started_at="2026-01-01T00:00:00Z",
-            deadline_at="2026-01-01T00:01:00Z",
-            host="h",
-            pid=1,
-        )
+        make_run(trigger=Trigger.COMMAND, status=status)
     listed = staff.get("/admin/jobs/jobrun/?slug=test-count&status__exact=failed")
     assert listed.status_code == 200
     assert listed.context["cl"].result_count == 1

@@ -6,6 +6,7 @@ import pytest
 
 from core import cron
 from jobs.models import JobRun, Status, Trigger
+from tests.helpers import make_run
 from tests.jobs import sample
 
 SECRET = "s3cret-cron-token-of-at-least-thirty-two-characters"
@@ -81,15 +82,13 @@ def test_a_failed_run_answers_502_and_a_skipped_one_409(client, db, auth, only):
     failed = client.post("/cron/jobs/test-fail", **auth)
     assert failed.status_code == 502
     assert failed.json()["error"].startswith("ValueError: ")
-    JobRun.objects.create(
-        slug="test-count",
+    make_run(
         trigger=Trigger.COMMAND,
         status=Status.RUNNING,
         started_at="2099-01-01T00:00:00Z",
         deadline_at="2099-01-01T01:00:00Z",
         lease_expires_at="2099-01-01T01:00:00Z",
         host="elsewhere",
-        pid=1,
     )
     skipped = client.post("/cron/jobs/test-count", **auth)
     assert skipped.status_code == 409

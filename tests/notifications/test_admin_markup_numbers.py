@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
@@ -16,10 +15,9 @@ from django.contrib.auth.models import Group
 from django.test import RequestFactory
 from django.urls import reverse
 
-from jobs.models import JobRun
 from notifications import outbox
 from notifications.models import ChannelAddress
-from tests.helpers import finish, make_deliveries, mark_failed, mark_sent
+from tests.helpers import finish, make_deliveries, make_timed_run, mark_failed, mark_sent
 
 # Attributes written for people, where a number takes the reader's decimal comma.
 FOR_PEOPLE = {"title", "aria-label", "aria-description", "alt", "placeholder", "content", "value"}
@@ -72,19 +70,7 @@ def busy(user):
     finish(ids[2:], status="dead")
     ChannelAddress.objects.create(user=user, channel="webhook", address="https://hooks.example/")
     Group.objects.create(name="support")
-    # A run in the jobs' log, with a duration and a fractional number in its result.
-    JobRun.objects.create(
-        slug="housekeeping",
-        trigger="command",
-        status="succeeded",
-        started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:00:01.25Z",
-        duration=timedelta(seconds=1.25),
-        deadline_at="2026-01-01T00:02:00Z",
-        result={"seconds": 1.25},
-        host="h",
-        pid=1,
-    )
+    make_timed_run()
     return ids
 
 

@@ -3,8 +3,6 @@ admin, walked as a staff member who may only look."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
@@ -13,10 +11,9 @@ from django.contrib.auth.models import Group, Permission
 from django.test import RequestFactory
 from django.urls import reverse
 
-from jobs.models import JobRun
 from notifications.channels import signing
 from notifications.models import ChannelAddress, WebhookSecret
-from tests.helpers import finish, make_deliveries
+from tests.helpers import finish, make_deliveries, make_timed_run
 
 pytestmark = pytest.mark.django_db
 
@@ -45,19 +42,7 @@ def world(user, django_user_model):
     )
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
     Group.objects.create(name="support")
-    # A run in the jobs' log, with a duration and a fractional number in its result.
-    JobRun.objects.create(
-        slug="housekeeping",
-        trigger="command",
-        status="succeeded",
-        started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:00:01.25Z",
-        duration=timedelta(seconds=1.25),
-        deadline_at="2026-01-01T00:02:00Z",
-        result={"seconds": 1.25},
-        host="h",
-        pid=1,
-    )
+    make_timed_run()
     return ids
 
 

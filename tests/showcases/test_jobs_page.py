@@ -10,6 +10,7 @@ import pytest
 from jobs import registry
 from jobs.models import JobRun, Status, Trigger
 from showcases import demo_job, jobs_page
+from tests.helpers import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -154,15 +155,7 @@ def test_junk_query_strings_and_paths_are_no_500(client):
 
 def test_the_log_shows_runs_of_every_trigger_with_their_trigger(client):
     client.post(PAGE + "demo/", HTTP_HX_REQUEST="true")
-    JobRun.objects.create(
-        slug="housekeeping",
-        trigger=Trigger.SCHEDULER,
-        status=Status.SUCCEEDED,
-        started_at="2026-01-01T00:00:00Z",
-        deadline_at="2026-01-01T00:02:00Z",
-        host="h",
-        pid=1,
-    )
+    make_run(slug="housekeeping", status=Status.SUCCEEDED, deadline_at="2026-01-01T00:02:00Z")
     body = client.get("/ru" + PAGE + "log/").content.decode()
     assert 'data-run-trigger="scheduler"' in body
     assert "посетитель" in body and "планировщик" in body
