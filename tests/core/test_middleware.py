@@ -88,6 +88,20 @@ class CountingStream(io.BytesIO):
         return line
 
 
+def post_stream(
+    url: str, stream: CountingStream, *, length: int, content_type: str, csrf_checks: bool
+):
+    """POST stream as the request body of a declared length, as a server hands it to Django."""
+    return Client(enforce_csrf_checks=csrf_checks).generic(
+        "POST",
+        url,
+        b"",
+        content_type=content_type,
+        CONTENT_LENGTH=str(length),
+        **{"wsgi.input": stream},
+    )
+
+
 def multipart(size: int) -> tuple[bytes, str]:
     boundary = "bench-boundary"
     body = (
@@ -145,13 +159,12 @@ def test_a_client_over_a_views_rate_limit_is_refused_before_its_body_is_read_the
         body = b"fail=1&" + b"x" * 2_000_000
     stream = CountingStream(body)
     # With the CSRF check on, and no token: only a refusal before that check answers 429.
-    response = Client(enforce_csrf_checks=True).generic(
-        "POST",
+    response = post_stream(
         url,
-        b"",
+        stream,
+        length=len(body),
         content_type=content_type or multipart_type,
-        CONTENT_LENGTH=str(len(body)),
-        **{"wsgi.input": stream},
+        csrf_checks=True,
     )
     assert response.status_code == 429
     assert int(response["Retry-After"]) >= 1
@@ -174,13 +187,8 @@ def test_a_body_within_its_limit_that_no_one_read_is_dropped_before_the_answer(
     url, length, status, collected_static
 ):
     stream = CountingStream(b"x" * length)
-    response = Client(enforce_csrf_checks=True).generic(
-        "POST",
-        url,
-        b"",
-        content_type="application/octet-stream",
-        CONTENT_LENGTH=str(length),
-        **{"wsgi.input": stream},
+    response = post_stream(
+        url, stream, length=length, content_type="application/octet-stream", csrf_checks=True
     )
     assert response.status_code == status
     assert stream.taken == length
@@ -199,13 +207,8 @@ def test_a_body_over_its_limit_is_never_read(url, length, status, collected_stat
     # The connection closes after such an answer anyway; reading the body would only spend
     # the time it takes to carry it.
     stream = CountingStream(b"x" * 1024)
-    response = Client().generic(
-        "POST",
-        url,
-        b"",
-        content_type="application/octet-stream",
-        CONTENT_LENGTH=str(length),
-        **{"wsgi.input": stream},
+    response = post_stream(
+        url, stream, length=length, content_type="application/octet-stream", csrf_checks=False
     )
     assert response.status_code == status
     assert stream.taken == 0
