@@ -444,6 +444,27 @@ class WebhookReceiver(HTTPPeer):
         super()._answer(handler, request)
 
 
+def check_one_connection_until_closed(
+    channel, peer: HTTPPeer, *, outgoing, monkeypatch, requests_per_send: int = 1
+) -> None:
+    """Three sends through channel to peer share one connection, which close_idle keeps while
+    it is fresh and drops once idle; the next send opens another, and close drops that.
+    outgoing(delivery_id=…) is the message to send."""
+    for delivery_id in range(3):
+        channel.send(outgoing(delivery_id=delivery_id))
+    assert (len(peer.requests), peer.accepted) == (3 * requests_per_send, 1)
+    monkeypatch.setattr("notifications.channels.http.IDLE_SECONDS", 3600)
+    channel.close_idle()
+    assert channel.client.open_connections() == 1
+    monkeypatch.setattr("notifications.channels.http.IDLE_SECONDS", 0)
+    channel.close_idle()
+    assert peer.wait_for_open_connections(0) == 0
+    channel.send(outgoing(delivery_id=7))
+    channel.close()
+    assert peer.wait_for_open_connections(0) == 0
+    assert peer.accepted == 2
+
+
 class TricklingServer:
     """Accepts TCP connections and sends each the same bytes, one every interval seconds:
     a TLS server whose handshake never ends, say, or any reply at a crawl."""

@@ -15,7 +15,14 @@ from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.discord import DiscordChannel
 from notifications.channels.telegram import TelegramChannel
 from tests.helpers import make_outgoing
-from tests.httppeers import Behaviour, BotCase, DiscordPeer, TelegramPeer, bot_fixtures
+from tests.httppeers import (
+    Behaviour,
+    BotCase,
+    DiscordPeer,
+    TelegramPeer,
+    bot_fixtures,
+    check_one_connection_until_closed,
+)
 
 # Longer than the peer's second between trickled bytes, so no per-read timeout can be what
 # cuts a trickle: only the deadline.
@@ -180,20 +187,14 @@ def test_an_address_the_provider_would_not_take_fails_permanently(bot, api, chan
 
 
 def test_sends_on_one_thread_share_one_connection_until_closed(bot, api, channel, monkeypatch):
-    for delivery_id in range(3):
-        channel.send(outgoing(bot, delivery_id=delivery_id))
-    assert (len(api.requests), len(api.messages)) == (3 * bot.requests_per_send, 3)
-    assert api.accepted == 1
-    monkeypatch.setattr(http, "IDLE_SECONDS", 3600)
-    channel.close_idle()
-    assert channel.client.open_connections() == 1
-    monkeypatch.setattr(http, "IDLE_SECONDS", 0)
-    channel.close_idle()
-    assert api.wait_for_open_connections(0) == 0
-    channel.send(outgoing(bot))
-    channel.close()
-    assert api.wait_for_open_connections(0) == 0
-    assert api.accepted == 2
+    check_one_connection_until_closed(
+        channel,
+        api,
+        outgoing=lambda **fields: outgoing(bot, **fields),
+        monkeypatch=monkeypatch,
+        requests_per_send=bot.requests_per_send,
+    )
+    assert len(api.messages) == 4
 
 
 def test_probe_asks_the_api_who_the_bot_is(bot, api, channel):

@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from notifications.channels import http, signing
+from notifications.channels import signing
 from notifications.channels.base import ChannelError, Outgoing
 from notifications.channels.webhook import WebhookChannel
-from tests.httppeers import Behaviour, WebhookReceiver
+from tests.httppeers import Behaviour, WebhookReceiver, check_one_connection_until_closed
 
 SECRET = "whsec_" + base64.b64encode(b"a webhook key of thirty-two byte").decode()
 NEXT = "whsec_" + base64.b64encode(b"the key that replaces it, 32 byt").decode()
@@ -211,16 +211,12 @@ def test_a_malformed_secret_fails_permanently_without_showing_it(receiver):
 
 
 def test_sends_to_one_endpoint_share_one_connection_until_closed(receiver, channel, monkeypatch):
-    for delivery_id in range(3):
-        channel.send(outgoing(receiver, delivery_id=delivery_id))
-    assert (len(receiver.requests), receiver.accepted) == (3, 1)
-    monkeypatch.setattr(http, "IDLE_SECONDS", 0)
-    channel.close_idle()
-    assert receiver.wait_for_open_connections(0) == 0
-    channel.send(outgoing(receiver))
-    channel.close()
-    assert receiver.wait_for_open_connections(0) == 0
-    assert receiver.accepted == 2
+    check_one_connection_until_closed(
+        channel,
+        receiver,
+        outgoing=lambda **fields: outgoing(receiver, **fields),
+        monkeypatch=monkeypatch,
+    )
 
 
 def test_worst_case_is_the_deadline_and_a_second(channel):
