@@ -6,11 +6,14 @@ together whichever endpoint it tries, and one rule decides who may trigger work.
 
 from __future__ import annotations
 
+import functools
 import hmac
 from datetime import timedelta
 
 from django.conf import settings
 from django.http import Http404, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
 
 from core import clients, ratelimit
 
@@ -49,6 +52,25 @@ def refusal(request) -> HttpResponse | None:
         status=401,
         headers={"WWW-Authenticate": 'Bearer realm="cron"'},
     )
+
+
+def endpoint(*, key: str, what: str):
+    """Make a view a /cron/… endpoint: a machine's call by its bearer secret, not a browser
+    form, so no CSRF token; GET as well as POST (Vercel's cron, and many schedulers, only
+    GET); the view runs only for the right secret and while key is under CRON_LIMIT (what
+    names its calls in the 429)."""
+
+    def decorate(view):
+        @csrf_exempt
+        @require_http_methods(["GET", "POST"])
+        @functools.wraps(view)
+        def guarded(request, *args, **kwargs):
+            refused = refusal(request) or over_limit(key=key, what=what)
+            return refused or view(request, *args, **kwargs)
+
+        return guarded
+
+    return decorate
 
 
 def over_limit(*, key: str, what: str) -> HttpResponse | None:

@@ -4,8 +4,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.http import JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods
 
 from core import cron
 from jobs import registry, runner
@@ -21,14 +19,9 @@ def _budget() -> timedelta:
     return timedelta(seconds=settings.JOBS_CRON_SECONDS)
 
 
-# Machine calls with the cron's bearer secret, GET as well as POST (some crons only GET).
-@csrf_exempt
-@require_http_methods(["GET", "POST"])
+@cron.endpoint(key="cron:jobs", what="job sweeps")
 def cron_due(request):
     """The sweep: run every job that is due, within JOBS_CRON_SECONDS."""
-    refused = cron.refusal(request) or cron.over_limit(key="cron:jobs", what="job sweeps")
-    if refused:
-        return refused
     outcomes = runner.sweep(trigger=Trigger.CRON, budget=_budget())
     status = max((ANSWERS.get(o.status, 200) for o in outcomes), default=200)
     # A skipped run in a sweep is normal (another host's sweep got there first).
@@ -36,13 +29,9 @@ def cron_due(request):
     return JsonResponse({"runs": [o.as_dict() for o in outcomes]}, status=status)
 
 
-@csrf_exempt
-@require_http_methods(["GET", "POST"])
+@cron.endpoint(key="cron:jobs", what="job runs")
 def cron_job(request, slug):
     """Run one job now, within JOBS_CRON_SECONDS or its own time limit if shorter."""
-    refused = cron.refusal(request) or cron.over_limit(key="cron:jobs", what="job runs")
-    if refused:
-        return refused
     try:
         job = registry.get(slug)
     except registry.UnknownJob as unknown:

@@ -4,8 +4,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.http import Http404, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.http import require_safe
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from core import clients, cron, ratelimit
@@ -13,15 +12,9 @@ from notifications import metrics
 from notifications.worker import Worker
 
 
-# A machine's call, authenticated by its bearer secret, not a browser form. GET as well as
-# POST: Vercel's cron (and many schedulers) can only send GET requests.
-@csrf_exempt
-@require_http_methods(["GET", "POST"])
+@cron.endpoint(key="cron:drain", what="drains")
 def cron_drain(request):
     """Drain for a serverless cron: Authorization: Bearer <CRON_SECRET>, within a time budget."""
-    refused = cron.refusal(request) or cron.over_limit(key="cron:drain", what="drains")
-    if refused:
-        return refused
     # The process's worker, as drain_outbox --once uses it: a serverless deployment has no
     # loop of its own, so this tick also records the heartbeat and tidies up after the site.
     tick = Worker.for_process().tick(budget=timedelta(seconds=settings.CRON_DRAIN_SECONDS))
