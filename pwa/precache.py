@@ -34,6 +34,7 @@ ENTRY_POINTS = (
     "pwa/register.js",
     "showcases/workers-page.js",
     "showcases/queue-live.js",
+    "showcases/jobs-live.js",
     "showcases/image-analysis.worker.js",  # named in the page's data-worker-url
 )
 

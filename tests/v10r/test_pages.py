@@ -10,7 +10,7 @@ from django.conf import settings
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/showcases/workers/"]
+PAGES = ["/", "/showcases/workers/", "/showcases/jobs/"]
 
 
 def catalogue(language: str) -> list[polib.POEntry]:
@@ -154,3 +154,12 @@ def test_the_admin_is_branded_and_leads_back_to_the_site(client, prefix, header,
     assert f'<a href="{prefix}/admin/">{header}</a>' in body
     assert f'<a class="admin-back" href="{prefix}/">{back}</a>' in body
     assert "Django administration" not in body
+
+
+@pytest.mark.parametrize("prefix", ["", "/ru", "/de"])
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_leads_to_both_showcases_in_its_language(client, prefix, page):
+    body = client.get(prefix + page).content.decode()
+    nav = body.split('class="site-nav"', 1)[1].split("</nav>", 1)[0]
+    assert f'href="{prefix}/showcases/workers/"' in nav
+    assert f'href="{prefix}/showcases/jobs/"' in nav
