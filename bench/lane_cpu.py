@@ -48,6 +48,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench.database import keep_database, server_url, web_environment  # noqa: E402 - after sys.path
+from bench.report import print_table  # noqa: E402
 from tests.deploy.servers import GUNICORN, Nginx, Server, nginx_executable  # noqa: E402
 
 DATABASE = "v10r_bench_lane_cpu"
@@ -71,12 +72,15 @@ def one_bit_png(edge: int) -> bytes:
     return buffer.getvalue()
 
 
-def multipart(data: bytes) -> bytes:
+def multipart(
+    data: bytes, *, filename: str = "image.png", content_type: str = "image/png"
+) -> bytes:
+    """data as the "image" field of a form, the body request() posts."""
     return (
         (
             f"--{BOUNDARY}\r\n"
-            'Content-Disposition: form-data; name="image"; filename="image.png"\r\n'
-            "Content-Type: image/png\r\n\r\n"
+            f'Content-Disposition: form-data; name="image"; filename="{filename}"\r\n'
+            f"Content-Type: {content_type}\r\n\r\n"
         ).encode()
         + data
         + f"\r\n--{BOUNDARY}--\r\n".encode()
@@ -84,7 +88,13 @@ def multipart(data: bytes) -> bytes:
 
 
 def request(
-    port: int, method: str, path: str, *, source: str, body: bytes | None = None
+    port: int,
+    method: str,
+    path: str,
+    *,
+    source: str,
+    body: bytes | None = None,
+    timeout: float = REQUEST_TIMEOUT,
 ) -> tuple[int, float]:
     """One request on a fresh connection from source; (status, seconds to the last byte)."""
     headers = {}
@@ -96,7 +106,7 @@ def request(
         }
     started = time.perf_counter()
     connection = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=REQUEST_TIMEOUT, source_address=(source, 0)
+        "127.0.0.1", port, timeout=timeout, source_address=(source, 0)
     )
     try:
         connection.request(method, path, body=body, headers=headers)
@@ -231,6 +241,19 @@ class App(Server):
         self.start(args, env=self.env, seconds=90)
 
 
+def start_app(
+    tree: Path, env: dict[str, str], *, cleanup: contextlib.ExitStack, prefix: str
+) -> App:
+    """Collect tree's static files into a folder of their own and serve the tree; the folder
+    and the server go when cleanup closes."""
+    static_root = cleanup.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
+    tree_env = env | {"DJANGO_STATIC_ROOT": static_root}
+    collect_static(tree, tree_env)
+    app = App(tree, tree_env)
+    cleanup.callback(app.stop)
+    return app
+
+
 def prepare(url: str) -> dict[str, str]:
     keep_database(url)
     return web_environment(url)
@@ -297,13 +320,7 @@ def main() -> int:
         # Both trees serve at once, and the loads take turns: whatever else this machine is
         # doing falls on both alike.
         for name, tree in trees:
-            static_root = cleanup.enter_context(
-                tempfile.TemporaryDirectory(prefix="v10r-lane-cpu-static-")
-            )
-            tree_env = env | {"DJANGO_STATIC_ROOT": static_root}
-            collect_static(tree, tree_env)
-            app = App(tree, tree_env)
-            cleanup.callback(app.stop)
+            app = start_app(tree, env, cleanup=cleanup, prefix="v10r-lane-cpu-static-")
             proxy = Nginx(app.port)  # production's per-client limits
             cleanup.callback(proxy.stop)
             stacks.append((name, app, proxy))
@@ -329,10 +346,7 @@ def main() -> int:
     )
     header = ["load", "tree", "p50 ms", "p99 ms", "max ms", "pages", "app CPU/s", "bench CPU/s"]
     header.append("answers")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for line in [header, *rows]:
-        cells = (value.ljust(width) for value, width in zip(line, widths, strict=True))
-        print("  ".join(cells).rstrip())
+    print_table(header, rows)
     return 0
 
 

@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -43,27 +41,21 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from bench import lane_cpu  # noqa: E402
 from bench.database import server_url  # noqa: E402 - after sys.path
-from bench.lane_cpu import DATABASE, App, collect_static, prepare, workers_of  # noqa: E402
+from bench.lane_cpu import DATABASE, prepare, start_app, workers_of  # noqa: E402
+from bench.report import print_table  # noqa: E402
 from tests.deploy.servers import Nginx, nginx_executable  # noqa: E402
 
 ANALYSE = "/showcases/workers/analyse/"
 NOWHERE = "/zz/showcases/workers/analyse/"
 CLIENT = "127.0.0.9"
 PHOTO_BYTES = 19 * 2**20
-BOUNDARY = "v10r-bench-refused-upload"
-CSRF_SECRET = "c" * 32
 
 
 def body() -> bytes:
-    return (
-        (
-            f"--{BOUNDARY}\r\n"
-            'Content-Disposition: form-data; name="image"; filename="photo.jpg"\r\n'
-            "Content-Type: image/jpeg\r\n\r\n"
-        ).encode()
-        + os.urandom(PHOTO_BYTES)
-        + f"\r\n--{BOUNDARY}--\r\n".encode()
+    return lane_cpu.multipart(
+        os.urandom(PHOTO_BYTES), filename="photo.jpg", content_type="image/jpeg"
     )
 
 
@@ -88,26 +80,6 @@ def run_seconds(pids: list[int]) -> float:
     return total / 1e9
 
 
-def post(port: int, path: str, data: bytes) -> tuple[int, float]:
-    """One post on a fresh connection from CLIENT: (status, seconds to the last byte)."""
-    headers = {
-        "Content-Type": f"multipart/form-data; boundary={BOUNDARY}",
-        "Cookie": f"csrftoken={CSRF_SECRET}",
-        "X-CSRFToken": CSRF_SECRET,
-    }
-    started = time.perf_counter()
-    connection = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=60, source_address=(CLIENT, 0)
-    )
-    try:
-        connection.request("POST", path, body=data, headers=headers)
-        response = connection.getresponse()
-        response.read()
-        return response.status, time.perf_counter() - started
-    finally:
-        connection.close()
-
-
 def settled(pids: list[int]) -> None:
     """Wait until these processes have stopped running (the last answer's aftermath, a
     heartbeat), so the next reading starts from rest: at most a second."""
@@ -127,7 +99,7 @@ def measure(stack: tuple, path: str, data: bytes, url: str) -> dict:
     spend_analyses(url)
     settled(apps + proxies)
     app_before, proxy_before = run_seconds(apps), run_seconds(proxies)
-    status, wall = post(proxy.port, path, data)
+    status, wall = lane_cpu.request(proxy.port, "POST", path, source=CLIENT, body=data, timeout=60)
     return {
         "status": status,
         "wall": wall,
@@ -157,13 +129,7 @@ def main() -> int:
     with contextlib.ExitStack() as cleanup:
         stacks = {}
         for name, tree in trees.items():
-            static_root = cleanup.enter_context(
-                tempfile.TemporaryDirectory(prefix="v10r-refused-upload-static-")
-            )
-            tree_env = env | {"DJANGO_STATIC_ROOT": static_root}
-            collect_static(tree, tree_env)
-            app = App(tree, tree_env)
-            cleanup.callback(app.stop)
+            app = start_app(tree, env, cleanup=cleanup, prefix="v10r-refused-upload-static-")
             # One nginx process, so the CPU read is that of the one that served.
             proxy = Nginx(
                 app.port,
@@ -200,9 +166,7 @@ def main() -> int:
                 f"{statistics.median(r['wall'] for r in measured) * 1000:.0f}",
             ]
         )
-    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    for line in [header, *rows]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    print_table(header, rows)
     return 0
 
 

@@ -30,6 +30,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench.database import keep_database, server_url, web_environment  # noqa: E402 - after sys.path
+from bench.report import print_table  # noqa: E402
 from tests.deploy import clients  # noqa: E402
 from tests.deploy.servers import Gunicorn, Nginx, nginx_executable  # noqa: E402
 
@@ -144,10 +145,7 @@ def main() -> int:
         f"({os.cpu_count()} CPUs)"
     )
     header = ["slow clients", "bare gunicorn (2 sync workers)", "nginx + gunicorn (deploy/)"]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        cells = (value.ljust(width) for value, width in zip(row, widths, strict=True))
-        print("  ".join(cells).rstrip())
+    print_table(header, rows)
     return 0
 
 
