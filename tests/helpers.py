@@ -95,6 +95,14 @@ def make_timed_run() -> JobRun:
     )
 
 
+def post_from(client, url: str, *, visitor: str) -> int:
+    """The status of htmx's post to url by visitor, through the one trusted proxy (on
+    loopback) that names them in X-Forwarded-For."""
+    return client.post(
+        url, HTTP_HX_REQUEST="true", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=visitor
+    ).status_code
+
+
 def make_outgoing(**fields) -> Outgoing:
     """A message for a channel to send: delivery 7, in English, "Welcome" and "Hello" with a
     link, but for the fields given (a channel's test gives at least channel and address)."""

@@ -10,7 +10,7 @@ import pytest
 from jobs import registry
 from jobs.models import JobRun, Status, Trigger
 from showcases import demo_job, jobs_page
-from tests.helpers import make_run
+from tests.helpers import make_run, post_from
 
 pytestmark = pytest.mark.django_db
 
@@ -96,12 +96,7 @@ def test_the_limit_is_counted_per_ipv6_64_as_try_it_is(client, settings, monkeyp
     settings.V10R_TRUSTED_PROXIES = 1
 
     def run_from(visitor: str) -> int:
-        return client.post(
-            PAGE + "demo/",
-            HTTP_HX_REQUEST="true",
-            REMOTE_ADDR="127.0.0.1",
-            HTTP_X_FORWARDED_FOR=visitor,
-        ).status_code
+        return post_from(client, PAGE + "demo/", visitor=visitor)
 
     assert run_from("2001:db8:1:2::1") == 200
     assert run_from("2001:db8:1:2::ffff") == 429  # the same /64

@@ -14,7 +14,7 @@ from PIL import Image
 from notifications import heartbeat, outbox, worker
 from notifications.models import NotificationDelivery
 from showcases import palette
-from tests.helpers import require
+from tests.helpers import post_from, require
 
 PAGE = "/showcases/workers/"
 pytestmark = pytest.mark.django_db
@@ -154,12 +154,7 @@ def test_behind_a_trusted_proxy_each_visitor_has_a_limit_of_their_own(client, se
     settings.V10R_TRUSTED_PROXIES = 1
 
     def try_from(visitor: str) -> int:
-        return client.post(
-            PAGE + "try/",
-            HTTP_HX_REQUEST="true",
-            REMOTE_ADDR="127.0.0.1",
-            HTTP_X_FORWARDED_FOR=visitor,
-        ).status_code
+        return post_from(client, PAGE + "try/", visitor=visitor)
 
     assert [try_from("203.0.113.1") for _ in range(11)] == [200] * 10 + [429]
     assert try_from("203.0.113.2") == 200
