@@ -135,6 +135,15 @@ def execute(sql: str, params=None) -> None:
         cursor.execute(sql, params)
 
 
+def update_delivery(delivery_id: int, assignments: str) -> None:
+    """Set fields of one delivery in SQL (assignments: "attempts = 4, …"), behind the
+    outbox's back: a row's past, or a state no code path leaves it in."""
+    execute(
+        f"UPDATE notifications.notification_deliveries SET {assignments} WHERE id = %s",
+        [delivery_id],
+    )
+
+
 def database_url() -> str:
     """A DATABASE_URL for the test database, for subprocesses (drain_outbox, benchmarks)."""
     params = connection.get_connection_params()

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import translation
 
 from notifications import dashboard, heartbeat, outbox, stats
-from tests.helpers import execute, make_deliveries, mark_failed, mark_sent
+from tests.helpers import execute, make_deliveries, mark_failed, mark_sent, update_delivery
 
 
 @pytest.mark.parametrize(
@@ -39,11 +39,7 @@ def test_channel_health_counts_the_last_day_by_cause(db, user):
     mark_failed(claims[ids[3]], code="BAD_ADDRESS", message="x", retryable=False)
     # ids[4] was attempted two days ago: outside the window.
     mark_sent(claims[ids[4]], provider_message_id="m")
-    execute(
-        "UPDATE notifications.notification_deliveries "
-        "SET attempted_at = now() - interval '2 days' WHERE id = %s",
-        [ids[4]],
-    )
+    update_delivery(ids[4], "attempted_at = now() - interval '2 days'")
     health = {h.channel: h for h in stats.channel_health()}
     recording = health["recording"]
     assert (recording.sent, recording.system_failures, recording.recipient_failures) == (2, 1, 1)
@@ -122,11 +118,7 @@ def test_the_dashboard_speaks_the_admins_language(admin_client, prefix, title, h
 )
 def test_the_oldest_pending_age_reads_as_a_duration(admin_client, user, prefix, oldest):
     [delivery_id] = make_deliveries(user, 1)
-    execute(
-        "UPDATE notifications.notification_deliveries "
-        "SET created_at = now() - interval '69 seconds' WHERE id = %s",
-        [delivery_id],
-    )
+    update_delivery(delivery_id, "created_at = now() - interval '69 seconds'")
     body = admin_client.get(prefix + "/admin/").content.decode()
     assert f'<dd data-count="oldest">{oldest}</dd>' in body
 
@@ -203,9 +195,7 @@ def test_the_admins_counts_read_their_indexes_alone(admin_client, user):
     ids = make_deliveries(user, 6)
     for claimed in outbox.claim(batch_size=3):
         mark_failed(claimed, code="BAD_ADDRESS", message="x", retryable=False)
-    execute(
-        "UPDATE notifications.notification_deliveries SET status = 'dead' WHERE id = %s", [ids[5]]
-    )
+    update_delivery(ids[5], "status = 'dead'")
     with CaptureQueriesContext(connection) as admin_index:
         assert admin_client.get("/admin/").status_code == 200
     with CaptureQueriesContext(connection) as failed_list:
@@ -223,22 +213,14 @@ def test_the_admins_counts_read_their_indexes_alone(admin_client, user):
 
 def test_the_oldest_pending_age_counts_the_rows_the_pending_count_counts(admin_client, user):
     [retrying, waiting] = make_deliveries(user, 2)
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempts = 1,"
-        " created_at = now() - interval '79 seconds' WHERE id = %s",
-        [retrying],
-    )
+    update_delivery(retrying, "attempts = 1, created_at = now() - interval '79 seconds'")
     execute("DELETE FROM notifications.notification_deliveries WHERE id = %s", [waiting])
     body = admin_client.get("/admin/").content.decode()
     assert '<dd data-count="pending">0</dd>' in body
     assert '<dd data-count="retrying">1</dd>' in body
     assert '<dd data-count="oldest">—</dd>' in body
     [waiting] = make_deliveries(user, 1)
-    execute(
-        "UPDATE notifications.notification_deliveries"
-        " SET created_at = now() - interval '9 seconds' WHERE id = %s",
-        [waiting],
-    )
+    update_delivery(waiting, "created_at = now() - interval '9 seconds'")
     body = admin_client.get("/admin/").content.decode()
     assert '<dd data-count="pending">1</dd>' in body
     assert '<dd data-count="oldest">9\u00a0s</dd>' in body

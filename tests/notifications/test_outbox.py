@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from notifications import outbox, stats
 from notifications.models import NotificationDelivery, Status
-from tests.helpers import db_now, execute, make_deliveries, mark_failed, mark_sent
+from tests.helpers import db_now, execute, make_deliveries, mark_failed, mark_sent, update_delivery
 
 
 def row(delivery_id: int) -> NotificationDelivery:
@@ -61,11 +61,7 @@ def test_claim_takes_at_most_the_batch_in_queue_order(db, user):
 
 def test_a_row_whose_backoff_has_not_elapsed_is_not_claimed(db, user):
     [waiting, due] = make_deliveries(user, 2)
-    execute(
-        "UPDATE notifications.notification_deliveries "
-        "SET next_attempt_at = now() + interval '1 second' WHERE id = %s",
-        [waiting],
-    )
+    update_delivery(waiting, "next_attempt_at = now() + interval '1 second'")
     assert [c.id for c in outbox.claim(batch_size=10)] == [due]
 
 
@@ -235,11 +231,7 @@ def test_each_lane_of_the_claim_reads_its_own_index(db, user):
 
 def outlive_lease(delivery_id: int) -> None:
     """Let the worker holding delivery_id stall past its lease, and the reaper requeue it."""
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
-        "'1 hour' WHERE id = %s",
-        [delivery_id],
-    )
+    update_delivery(delivery_id, "attempted_at = now() - interval '1 hour'")
     assert len(outbox.reclaim_stale(lease=timedelta(minutes=5))) == 1
 
 
@@ -356,7 +348,7 @@ def test_a_retryable_failure_waits_its_backoff_on_the_database_clock(db, user):
 
 def test_a_permanent_failure_is_failed_and_a_spent_budget_is_dead(db, user):
     [rejected, spent] = make_deliveries(user, 2)
-    execute("UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s", [spent])
+    update_delivery(spent, "attempts = 4")
     claims = {c.id: c for c in outbox.claim(batch_size=2)}
     assert claims[spent].sends == 5
     mark_failed(claims[rejected], code="BAD_ADDRESS", message="x", retryable=False)
@@ -418,16 +410,9 @@ def test_the_reaper_takes_back_rows_held_past_the_lease_only(db, user, held_for,
 
 def test_the_reaper_dead_letters_a_row_whose_budget_is_spent(db, user):
     [delivery_id] = make_deliveries(user, 1)
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s",
-        [delivery_id],
-    )
+    update_delivery(delivery_id, "attempts = 4")
     outbox.claim(batch_size=1)
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempted_at = now() - interval "
-        "'1 hour' WHERE id = %s",
-        [delivery_id],
-    )
+    update_delivery(delivery_id, "attempted_at = now() - interval '1 hour'")
     assert outbox.reclaim_stale(lease=timedelta(minutes=5)).dead == [delivery_id]
     stored = row(delivery_id)
     assert (stored.status, stored.attempts) == (Status.DEAD, 5)
@@ -437,10 +422,7 @@ def test_the_reaper_dead_letters_a_row_whose_budget_is_spent(db, user):
 
 
 def kill(delivery_id: int) -> outbox.ClaimedDelivery:
-    execute(
-        "UPDATE notifications.notification_deliveries SET attempts = 4 WHERE id = %s",
-        [delivery_id],
-    )
+    update_delivery(delivery_id, "attempts = 4")
     [claimed] = outbox.claim(batch_size=1)
     mark_failed(claimed, code="UPSTREAM_503", message="x", retryable=True)
     assert row(delivery_id).status == Status.DEAD
