@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.listener import Listener
+
 
 class Behaviour(StrEnum):
     OK = "ok"
@@ -465,7 +467,7 @@ def check_one_connection_until_closed(
     assert peer.accepted == 2
 
 
-class TricklingServer:
+class TricklingServer(Listener):
     """Accepts TCP connections and sends each the same bytes, one every interval seconds:
     a TLS server whose handshake never ends, say, or any reply at a crawl."""
 
@@ -474,18 +476,11 @@ class TricklingServer:
         self.interval = interval
         self.accepted = 0
         self._stopping = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+    def take(self, conn: socket.socket) -> None:
+        self.accepted += 1
+        threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
 
     def _trickle(self, conn: socket.socket) -> None:
         with conn:
@@ -499,7 +494,7 @@ class TricklingServer:
 
     def stop(self) -> None:
         self._stopping.set()
-        self.listener.close()
+        super().stop()
 
 
 def tls_server_context(folder: Path, *, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:

@@ -15,6 +15,8 @@ from pathlib import Path
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
 
+from tests.listener import Listener
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -168,26 +170,18 @@ class SMTPServer:
         self.controller.stop()
 
 
-class SilentServer:
+class SilentServer(Listener):
     """Accepts TCP connections and never says a word: the SMTP greeting never comes."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.held: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.held.append(conn)
+    def take(self, conn: socket.socket) -> None:
+        self.held.append(conn)
 
     def stop(self) -> None:
-        self.listener.close()
+        super().stop()
         for conn in self.held:
             conn.close()
 
