@@ -27,6 +27,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench import database  # noqa: E402
+from bench.admin_pages import LISTS  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
 
@@ -154,17 +155,8 @@ def measure(samples: int) -> dict[str, tuple[float, float]]:
 
 def admin_pages(samples: int) -> dict[str, tuple[float, float]]:
     client = database.admin_client()
-    base = "/admin/notifications"
-    pages = {
-        "admin index + dashboard": "/admin/",
-        "deliveries": f"{base}/notificationdelivery/",
-        "deliveries, retrying": f"{base}/notificationdelivery/?status=retrying",
-        "needs attention": f"{base}/needsattention/",
-        "failed deliveries": f"{base}/faileddelivery/",
-        "notifications": f"{base}/notification/",
-    }
     results = {}
-    for name, path in pages.items():
+    for name, path in LISTS.items():
         if client.get(path).status_code != 200:
             raise RuntimeError(f"{path} did not answer 200")
         results[name] = timed(lambda path=path: client.get(path), samples)
