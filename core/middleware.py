@@ -1,5 +1,6 @@
-"""Three middlewares: request bodies refused by their declared size, requests refused by a
-view's rate limit before their body is read, and responses that set a cookie marked private.
+"""Four middlewares: request bodies refused by their declared size, requests refused by a
+view's rate limit before their body is read, query strings with a NUL refused, and responses
+that set a cookie marked private.
 
 Request bodies: Django's CSRF check reads `request.POST`, which parses (and spools to disk)
 the whole body, so a limit inside a view comes too late: a 1 GB upload would already sit in a
@@ -26,12 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from datetime import timedelta
+from urllib.parse import unquote_plus
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
 from django.http import JsonResponse
 from django.utils.cache import patch_cache_control
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
+from django.views.defaults import bad_request
 
 from core import clients, ratelimit
 
@@ -175,3 +179,21 @@ class PrivateCookieResponsesMiddleware:
         if response.cookies:
             patch_cache_control(response, private=True, no_store=True)
         return response
+
+
+class NulInQueryMiddleware:
+    """Answer 400 to a query string that carries a NUL character.
+
+    PostgreSQL text cannot hold NUL, so any view that filters on such a value (every admin
+    list filter, any search) would fail in the database with a 500. Django's form fields
+    refuse NUL in what they clean, but a query string reaches querysets without a form; one
+    check here covers every view. Only the query string: bodies go through forms, or are files.
+    """
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" in unquote_plus(request.META.get("QUERY_STRING", "")):
+            return bad_request(request, SuspiciousOperation("NUL in the query string"))
+        return self.get_response(request)

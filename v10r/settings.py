@@ -281,6 +281,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # After the locale, so the 400 page is in the visitor's language.
+    "core.middleware.NulInQueryMiddleware",
     # Its process_view runs before the CSRF check's, which reads the body (core/middleware.py).
     "core.middleware.RateLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -143,7 +143,9 @@ def test_junk_in_the_post_changes_nothing_and_is_no_500(client, data):
 
 
 def test_junk_query_strings_and_paths_are_no_500(client):
-    assert client.get(PAGE + "?page=%00&x=" + "a" * 5000).status_code == 200
+    assert client.get(PAGE + "?page=1&x=" + "a" * 5000).status_code == 200
+    # A NUL no text column could hold: refused for every view (core.middleware).
+    assert client.get(PAGE + "?page=%00").status_code == 400
     assert client.get(PAGE + "log/?junk=%ff").status_code == 200
     assert client.get(PAGE + "nothing-here/").status_code == 404
 
@@ -199,4 +201,4 @@ def test_a_runs_duration_is_in_milliseconds_under_a_second(language, seconds, sa
 
 def test_the_demo_runs_budget_is_said_in_whole_seconds(client):
     body = html.unescape(client.get("/ru" + PAGE).content.decode())
-    assert "с жёстким пределом 2 с" in body
+    assert "с пределом времени 2 с" in body
