@@ -12,13 +12,13 @@ from tests.browser.conftest import csp_violations
 pytestmark = pytest.mark.browser
 
 PAGE = "/showcases/jobs/"
-PREFIX = {"en": "", "ru": "/ru"}
-VISITOR = {"en": "by visitor", "ru": "запустил: посетитель"}
+PREFIX = {"en": "", "ru": "/ru", "de": "/de"}
+VISITOR = {"en": "by visitor", "ru": "запустил: посетитель", "de": "von: Besucher"}
 RUN_BUTTON = ".run-demo button[type=submit]"
 NEW_RUN = "#job-log li.is-new[data-run-slug=demo][data-run-trigger=visitor]"
 
 
-@pytest.mark.parametrize("language", ["en", "ru"])
+@pytest.mark.parametrize("language", ["en", "ru", "de"])
 def test_running_the_demo_job_adds_the_visitors_run_to_the_log_at_390_px(site, page, language):
     errors: list[str] = []
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
