@@ -202,3 +202,21 @@ def test_a_runs_duration_is_in_milliseconds_under_a_second(language, seconds, sa
 def test_the_demo_runs_budget_is_said_in_whole_seconds(client):
     body = html.unescape(client.get("/ru" + PAGE).content.decode())
     assert "с пределом времени 2 с" in body
+
+
+@pytest.mark.parametrize(
+    ("status", "fields", "said"),
+    [
+        (Status.TIMED_OUT, {"error": "Ran past its time limit of 2 s."}, "превысил предел времени"),
+        (Status.SKIPPED, {"result": {"reason": "already running"}}, "уже выполнялась"),
+        (Status.SKIPPED, {"result": {"reason": "already ran for this slot"}}, "в этом слоте"),
+    ],
+)
+def test_why_a_run_timed_out_or_was_skipped_is_said_in_the_visitors_language(
+    client, status, fields, said
+):
+    # The log stores these in English, for operators; the public page says them itself.
+    make_run(slug="housekeeping", status=status, deadline_at="2026-01-01T00:02:00Z", **fields)
+    body = html.unescape(client.get("/ru" + PAGE + "log/").content.decode())
+    assert said in body
+    assert "Ran past" not in body and "already r" not in body
