@@ -176,8 +176,60 @@ def _demo_messages() -> dict:
     }
 
 
+def _stacking_table(columns: tuple[str, ...], *rows: tuple[str, ...]) -> dict:
+    """A table for a narrow screen to stack: each row's first cell heads it, and each other
+    cell is labelled with its column (data-label, shown where the table stacks)."""
+    return {
+        "columns": columns,
+        "rows": [(row[0], list(zip(columns[1:], row[1:], strict=True))) for row in rows],
+    }
+
+
+def _tables() -> dict:
+    """The page's two comparisons, in the request's language."""
+    return {
+        "meanings": _stacking_table(
+            (_("Term"), _("What it is"), _("Where it runs"), _("Here")),
+            (
+                _("Web Worker"),
+                _("A second JavaScript thread in the browser"),
+                _("Client"),
+                _("The image analysis below, moved off the main thread"),
+            ),
+            (
+                _("Queue worker"),
+                _("A consumer that pulls units of work off a queue"),
+                _("Server"),
+                _("drain_outbox, delivering the notification outbox"),
+            ),
+            (
+                _("Service worker"),
+                _("A network proxy that lets a site work as an installable app"),
+                _("Client"),
+                _(
+                    "On every page: it keeps the site’s scripts, styles and icons and an offline "
+                    "page per language, and asks before a new version takes over. Pages always "
+                    "come from the network."
+                ),
+            ),
+        ),
+        "jobs_and_workers": _stacking_table(
+            ("", _("Job"), _("Worker")),
+            (_("Is a…"), _("unit of work (a function)"), _("long-lived process")),
+            (
+                _("Started by"),
+                _("a trigger: cron, a scheduler, an admin’s click"),
+                _("itself: it is already running"),
+            ),
+            (_("Gets work by"), _("being told what to run"), _("pulling from a queue")),
+            (_("Idle cost"), _("none: it does not exist"), _("real: the process stays resident")),
+        ),
+    }
+
+
 def _page_context(request) -> dict:
     return {
+        **_tables(),
         "demo_messages": _demo_messages(),
         "queue_messages": _queue_messages(),
         # The server lane's limits, for the page to refuse a photo before uploading it.
