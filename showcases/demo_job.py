@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from jobs.registry import Job
 from notifications import stats
+from notifications.models import ShownStatus
 
 SLUG = "demo"
 # Well under a request's patience; counting a capped table takes milliseconds.
@@ -27,10 +28,7 @@ COUNT_LIMIT = 1000
 def count_queue() -> dict:
     """The queue's rows by state, each count stopping at COUNT_LIMIT."""
     depth = stats.queue_depth(limit=COUNT_LIMIT)
-    return {
-        state: getattr(depth, state)
-        for state in ("pending", "processing", "retrying", "sent", "failed", "dead")
-    }
+    return {state: getattr(depth, state) for state in ShownStatus.values}
 
 
 DEMO = Job(

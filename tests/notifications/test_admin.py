@@ -234,19 +234,8 @@ def test_every_admin_page_offers_the_other_languages(admin_client):
     assert f'<a href="/de{DELIVERIES}" hreflang="de" lang="de"' in body
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "/admin/notifications/notificationdelivery/?channel=%00",
-        "/admin/notifications/needsattention/?channel=%00",
-        "/admin/notifications/faileddelivery/?error_code=%00",
-        "/admin/notifications/faileddelivery/?error_code=" + "X" * 65,
-    ],
-)
-def test_a_filter_value_no_column_could_hold_finds_nothing_instead_of_failing(
-    admin_client, dead, path
-):
-    response = admin_client.get(path)
+def test_a_filter_value_longer_than_its_column_finds_nothing_instead_of_failing(admin_client, dead):
+    response = admin_client.get("/admin/notifications/faileddelivery/?error_code=" + "X" * 65)
     assert response.status_code == 200
     assert response.context["cl"].result_count == 0
 
@@ -254,12 +243,16 @@ def test_a_filter_value_no_column_could_hold_finds_nothing_instead_of_failing(
 @pytest.mark.parametrize(
     "path",
     [
+        "/admin/notifications/notificationdelivery/?channel=%00",
+        "/admin/notifications/needsattention/?channel=%00",
+        "/admin/notifications/faileddelivery/?error_code=%00",
         "/admin/notifications/notificationdelivery/?q=a%00b",
         "/admin/notifications/notification/?q=%00",
     ],
 )
-def test_a_search_with_a_nul_byte_is_answered(admin_client, dead, path):
-    assert admin_client.get(path).status_code == 200
+def test_a_filter_or_search_with_a_nul_byte_is_a_400_not_a_500(admin_client, dead, path):
+    # No text column holds a NUL; every query string carrying one is refused before any view.
+    assert admin_client.get(path).status_code == 400
 
 
 # --- What the history says about a retry ------------------------------------------------------
