@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from notifications import catalogue
+from notifications import catalogue, wakeup
 from notifications.models import ChannelAddress, Notification, NotificationDelivery
 
 
@@ -96,3 +96,5 @@ def add_channels(*, notification: Notification, channels: Iterable[str]) -> None
         [NotificationDelivery(notification=notification, channel=n) for n in _channels(channels)],
         ignore_conflicts=True,
     )
+    # The drains hear of the rows once they are committed (at once outside a transaction).
+    transaction.on_commit(wakeup.request_wake, robust=True)
