@@ -27,10 +27,13 @@ class DatabaseNow(models.Func):
     output_field = models.DateTimeField()
 
 
-# The visitors' channel on the showcase page. Its rows take a lane of their own in the claim,
-# behind every real delivery; the raw SQL in notifications/outbox.py, stats.py and
-# showcases/queue_demo.py is written with this value.
+# The visitors' channel on the showcase page. Its rows are sent on the "demo" lane (the
+# showcase enqueues them with priority="demo"), behind every other lane; the name of the
+# channel itself is what Needs attention leaves out and what the showcase caps and prunes by.
 DEMO_CHANNEL = "demo"
+
+# The lane a delivery is claimed on when its sender names no priority (DELIVERY_LANES).
+DEFAULT_LANE = "normal"
 
 
 class Status(models.TextChoices):
@@ -41,6 +44,8 @@ class Status(models.TextChoices):
     SENT = "sent", _("sent")
     FAILED = "failed", _("failed")
     DEAD = "dead", _("dead")
+    # Withdrawn by cancel_notifications() before any drain claimed it: terminal, never sent.
+    CANCELLED = "cancelled", _("cancelled")
 
 
 class ShownStatus(models.TextChoices):
@@ -61,6 +66,7 @@ class ShownStatus(models.TextChoices):
     SENT = "sent", _("sent")
     FAILED = "failed", _("failed")
     DEAD = "dead", _("dead")
+    CANCELLED = "cancelled", _("cancelled")
 
     @classmethod
     def of(cls, *, status: str, attempts: int, attempt_base: int) -> ShownStatus:
@@ -82,8 +88,9 @@ WAITING_SQL = f"(status = '{Status.PENDING}' AND attempts = attempt_base)"
 # Pending rows whose time has come, by the database clock: what a claim may take.
 DUE = Q(status=Status.PENDING, next_attempt_at__lte=DatabaseNow())
 DUE_SQL = f"(status = '{Status.PENDING}' AND next_attempt_at <= now())"
-# The states no drain moves a row out of again (only a staff Retry does): what pruning deletes.
-FINISHED_STATUSES = (Status.SENT, Status.FAILED, Status.DEAD)
+# The states no drain moves a row out of again (only a staff Retry does, and not out of
+# cancelled): what pruning deletes.
+FINISHED_STATUSES = (Status.SENT, Status.FAILED, Status.DEAD, Status.CANCELLED)
 FINISHED = Q(status__in=FINISHED_STATUSES)
 FINISHED_SQL = "(status IN ({}))".format(", ".join(f"'{s}'" for s in FINISHED_STATUSES))
 # Dead rows: a transient fault outlived the budget, and a human should look. Not the visitors'
@@ -133,6 +140,11 @@ class Notification(models.Model):
     created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
     read_at = models.DateTimeField(_("read"), null=True, blank=True)
     archived_at = models.DateTimeField(_("archived"), null=True, blank=True)
+    # The sender's name for this notification, so that it can withdraw it before it is sent
+    # (enqueue.cancel_notifications): "order-42-reminder". Empty: it cannot be cancelled.
+    cancel_key = models.CharField(
+        _("cancel key"), max_length=200, blank=True, default="", db_default=""
+    )
 
     class Meta:
         db_table = 'notifications"."notifications'
@@ -141,6 +153,12 @@ class Notification(models.Model):
         indexes = [
             models.Index(fields=["user", "-created_at"], name="notifications_user_recent"),
             models.Index(fields=["-created_at"], name="notifications_recent"),
+            # cancel_notifications(key=…, user=…): only the notifications that have a key.
+            models.Index(
+                fields=["cancel_key", "user"],
+                condition=~Q(cancel_key=""),
+                name="notifications_cancel_key",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -190,6 +208,8 @@ class NotificationDelivery(models.Model):
         verbose_name=_("notification"),
     )
     channel = models.CharField(_("channel"), max_length=32)
+    # The claim's lane (DELIVERY_LANES): higher lanes are claimed first.
+    lane = models.CharField(_("lane"), max_length=32, default=DEFAULT_LANE, db_default=DEFAULT_LANE)
     status = models.CharField(
         _("status"),
         max_length=16,
@@ -206,6 +226,9 @@ class NotificationDelivery(models.Model):
     attempt_base = models.PositiveIntegerField(
         _("attempts not counted against the budget"), default=0, db_default=0
     )
+    # The provider's 429s so far: each handed the row back for later without spending a send
+    # (attempt_base moves up with attempts); DELIVERY_MAX_THROTTLES of them make it dead.
+    throttles = models.PositiveIntegerField(_("throttled"), default=0, db_default=0)
     next_attempt_at = models.DateTimeField(_("next attempt"), db_default=DatabaseNow())
     attempted_at = models.DateTimeField(_("last attempt"), null=True, blank=True)
     sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
@@ -240,18 +263,14 @@ class NotificationDelivery(models.Model):
             ),
         ]
         indexes = [
-            # The claim's two lanes: WHERE status = 'pending' AND channel <> 'demo' (or
-            # = 'demo') AND next_attempt_at <= now() ORDER BY next_attempt_at, created_at, id.
-            # Apart, so a backlog of demo rows is never scanned to reach a real one.
+            # The claim, one range per lane: WHERE status = 'pending' AND lane = %s AND
+            # next_attempt_at <= now() ORDER BY next_attempt_at, created_at, id. With the
+            # lane first, each lane is its own stretch of the index, so a backlog on one lane
+            # is never scanned to reach another's rows.
             models.Index(
-                fields=["next_attempt_at", "created_at", "id"],
-                condition=Q(status="pending") & ~Q(channel=DEMO_CHANNEL),
-                name="deliveries_claim_real",
-            ),
-            models.Index(
-                fields=["next_attempt_at", "created_at", "id"],
-                condition=Q(status="pending", channel=DEMO_CHANNEL),
-                name="deliveries_claim_demo",
+                fields=["lane", "next_attempt_at", "created_at", "id"],
+                condition=Q(status="pending"),
+                name="deliveries_claim",
             ),
             # The reaper: WHERE status = 'processing' AND attempted_at < now() - lease.
             models.Index(
@@ -332,6 +351,21 @@ class FailedDelivery(NotificationDelivery):
         proxy = True
         verbose_name = _("failed delivery")
         verbose_name_plural = _("Failed deliveries")
+
+
+class ProviderRate(models.Model):
+    """When a provider (an API key, a bot, an endpoint) may next be sent to: the drains'
+    shared pacing, written in raw SQL by notifications/pacing.py."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    next_slot_at = models.DateTimeField(db_default=DatabaseNow())
+    updated_at = models.DateTimeField(db_default=DatabaseNow())
+
+    class Meta:
+        db_table = 'notifications"."provider_rates'
+
+    def __str__(self) -> str:
+        return f"{self.key}: next at {self.next_slot_at}"
 
 
 class ChannelAddress(models.Model):

@@ -1,0 +1,140 @@
+"""Lanes, scheduled sends, cancellation and the throttled outcome.
+
+- Deliveries gain a lane (the claim takes higher lanes first) and a count of the provider's
+  429s (throttles); notifications gain a cancel key; `cancelled` becomes a known status.
+- One claim index, (lane, next_attempt_at, created_at, id) over pending rows, replaces the two
+  per-lane indexes of the demo split. It is built before they are dropped, so the claim always
+  has an index to read.
+- provider_rates holds the drains' shared pacing (notifications/pacing.py).
+
+Nothing here rewrites or locks the deliveries table for long, so it can run under load: the
+new columns have constant defaults (PostgreSQL records them without rewriting a row), the
+indexes are built with CREATE INDEX CONCURRENTLY, and the status CHECK is swapped as NOT VALID
+and then validated, which scans the table without blocking writes.
+"""
+
+from django.conf import settings
+from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.db import migrations, models
+
+import notifications.models
+
+DELIVERIES = "notifications.notification_deliveries"
+OLD_STATUSES = ["pending", "processing", "sent", "failed", "dead"]
+NEW_STATUSES = [*OLD_STATUSES, "cancelled"]
+
+
+def status_check(statuses: list[str]) -> str:
+    known = ", ".join(f"'{s}'" for s in statuses)
+    return (
+        f"ALTER TABLE {DELIVERIES} DROP CONSTRAINT deliveries_status_known,"
+        f' ADD CONSTRAINT deliveries_status_known CHECK ("status" IN ({known})) NOT VALID'
+    )
+
+
+def drop_leftover(name: str):
+    # A CREATE INDEX CONCURRENTLY that was interrupted leaves an invalid index behind under
+    # its name; dropping it first lets migrate simply be run again.
+    return migrations.RunSQL(
+        f'DROP INDEX CONCURRENTLY IF EXISTS notifications."{name}"',
+        reverse_sql=migrations.RunSQL.noop,
+    )
+
+
+PENDING_ORDER = ["next_attempt_at", "created_at", "id"]
+
+
+class Migration(migrations.Migration):
+    atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
+
+    dependencies = [
+        ("notifications", "0006_outbox_retention_alive"),
+        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="ProviderRate",
+            fields=[
+                ("key", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                (
+                    "next_slot_at",
+                    models.DateTimeField(db_default=notifications.models.DatabaseNow()),
+                ),
+                ("updated_at", models.DateTimeField(db_default=notifications.models.DatabaseNow())),
+            ],
+            options={"db_table": 'notifications"."provider_rates'},
+        ),
+        migrations.AddField(
+            model_name="notification",
+            name="cancel_key",
+            field=models.CharField(
+                blank=True, db_default="", default="", max_length=200, verbose_name="cancel key"
+            ),
+        ),
+        migrations.AddField(
+            model_name="notificationdelivery",
+            name="lane",
+            field=models.CharField(
+                db_default="normal", default="normal", max_length=32, verbose_name="lane"
+            ),
+        ),
+        migrations.AddField(
+            model_name="notificationdelivery",
+            name="throttles",
+            field=models.PositiveIntegerField(db_default=0, default=0, verbose_name="throttled"),
+        ),
+        migrations.AlterField(
+            model_name="notificationdelivery",
+            name="status",
+            field=models.CharField(
+                choices=[(s, s) for s in NEW_STATUSES],
+                db_default="pending",
+                default="pending",
+                max_length=16,
+                verbose_name="status",
+            ),
+        ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.RemoveConstraint(
+                    model_name="notificationdelivery", name="deliveries_status_known"
+                ),
+                migrations.AddConstraint(
+                    model_name="notificationdelivery",
+                    constraint=models.CheckConstraint(
+                        condition=models.Q(status__in=NEW_STATUSES),
+                        name="deliveries_status_known",
+                    ),
+                ),
+            ],
+            database_operations=[
+                # One ALTER TABLE, so there is no moment without the constraint.
+                migrations.RunSQL(status_check(NEW_STATUSES), status_check(OLD_STATUSES)),
+                migrations.RunSQL(
+                    f"ALTER TABLE {DELIVERIES} VALIDATE CONSTRAINT deliveries_status_known",
+                    f"ALTER TABLE {DELIVERIES} VALIDATE CONSTRAINT deliveries_status_known",
+                ),
+            ],
+        ),
+        drop_leftover("deliveries_claim"),
+        AddIndexConcurrently(
+            "notificationdelivery",
+            models.Index(
+                fields=["lane", *PENDING_ORDER],
+                condition=models.Q(status="pending"),
+                name="deliveries_claim",
+            ),
+        ),
+        RemoveIndexConcurrently("notificationdelivery", "deliveries_claim_real"),
+        RemoveIndexConcurrently("notificationdelivery", "deliveries_claim_demo"),
+        drop_leftover("notifications_cancel_key"),
+        AddIndexConcurrently(
+            "notification",
+            models.Index(
+                fields=["cancel_key", "user"],
+                condition=~models.Q(cancel_key=""),
+                name="notifications_cancel_key",
+            ),
+        ),
+    ]
