@@ -12,6 +12,25 @@ from notifications import retention
 from notifications.management.arguments import bounded
 
 WHOLE = timedelta(days=1)
+DAYS = bounded(int, low=1, high=36_500)
+
+# The options that stand in for a setting for one run: (flag, type, what it sets, the
+# setting used when it is not given).
+OVERRIDES = (
+    ("--sent-days", DAYS, "Keep sent deliveries this many days", "OUTBOX_KEEP_SENT_DAYS"),
+    (
+        "--finished-days",
+        DAYS,
+        "Keep failed and dead deliveries this many days",
+        "OUTBOX_KEEP_FINISHED_DAYS",
+    ),
+    (
+        "--batch",
+        bounded(int, low=1, high=100_000),
+        "Rows looked at per batch, each its own transaction",
+        "OUTBOX_PRUNE_BATCH",
+    ),
+)
 
 
 class Command(BaseCommand):
@@ -28,23 +47,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Count what is due; delete nothing."
         )
-        parser.add_argument(
-            "--sent-days",
-            type=bounded(int, low=1, high=36_500),
-            help="Keep sent deliveries this many days (default: OUTBOX_KEEP_SENT_DAYS).",
-        )
-        parser.add_argument(
-            "--finished-days",
-            type=bounded(int, low=1, high=36_500),
-            help="Keep failed and dead deliveries this many days "
-            "(default: OUTBOX_KEEP_FINISHED_DAYS).",
-        )
-        parser.add_argument(
-            "--batch",
-            type=bounded(int, low=1, high=100_000),
-            help="Rows looked at per batch, each its own transaction "
-            "(default: OUTBOX_PRUNE_BATCH).",
-        )
+        for flag, kind, what, setting in OVERRIDES:
+            parser.add_argument(flag, type=kind, help=f"{what} (default: {setting}).")
         parser.add_argument(
             "--pause",
             type=bounded(float, low=0, high=60),

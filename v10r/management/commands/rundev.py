@@ -15,6 +15,11 @@ from django.core.management.base import BaseCommand, CommandError
 from notifications.management.arguments import bounded
 
 HOST = "127.0.0.1"
+# The servers' ports: (flag, default, what listens there).
+PORTS = (
+    ("--port", 8000, "The web server's port on 127.0.0.1"),
+    ("--smtp-port", 1025, "The SMTP sink's port on 127.0.0.1, when EMAIL_HOST is unset"),
+)
 
 
 def refuse_taken(*, port: int, what: str, variable: str) -> None:
@@ -41,19 +46,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument(
-            "--port",
-            type=bounded(int, low=1, high=65_535),
-            default=8000,
-            help="The web server's port on 127.0.0.1 (default %(default)s).",
-        )
-        parser.add_argument(
-            "--smtp-port",
-            type=bounded(int, low=1, high=65_535),
-            default=1025,
-            help="The SMTP sink's port on 127.0.0.1, when EMAIL_HOST is unset "
-            "(default %(default)s).",
-        )
+        for flag, default, text in PORTS:
+            parser.add_argument(
+                flag,
+                type=bounded(int, low=1, high=65_535),
+                default=default,
+                help=f"{text} (default %(default)s).",
+            )
 
     def handle(self, *args, port, smtp_port, **options):
         if not settings.DEBUG:
