@@ -30,39 +30,49 @@ GROUP BY slug
 """.strip()
 
 
+def _read(*queries: str) -> list[list[tuple]]:
+    """Each query's rows, in the order given, read through one cursor."""
+    with connection.cursor() as cursor:
+        answers = []
+        for sql in queries:
+            cursor.execute(sql)
+            answers.append(cursor.fetchall())
+    return answers
+
+
+def _gauge(name: str, documentation: str, labels: list[str], samples) -> GaugeMetricFamily:
+    """A gauge family holding samples, (label values, value) each."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, value in samples:
+        family.add_metric(label_values, value)
+    return family
+
+
 class JobsCollector(Collector):
     def collect(self) -> Iterable:
-        with connection.cursor() as cursor:
-            cursor.execute(RUNS_SQL)
-            runs = cursor.fetchall()
-            cursor.execute(LAST_DURATION_SQL)
-            durations = dict(cursor.fetchall())
-            cursor.execute(LAST_SUCCESS_SQL)
-            successes = dict(cursor.fetchall())
+        runs, durations, successes = _read(RUNS_SQL, LAST_DURATION_SQL, LAST_SUCCESS_SQL)
+        durations, successes = dict(durations), dict(successes)
         slugs = sorted({job.slug for job in registry.jobs()} | {slug for slug, _, _ in runs})
         counts = {(slug, status): count for slug, status, count in runs}
-        family = GaugeMetricFamily(
+        yield _gauge(
             "v10r_job_runs",
             "Runs in the jobs' log, per job and status (the log keeps JOBS_KEEP_RUNS_DAYS).",
-            labels=["slug", "status"],
+            ["slug", "status"],
+            (
+                ([slug, status], counts.get((slug, status), 0))
+                for slug in slugs
+                for status in Status.values
+            ),
         )
-        for slug in slugs:
-            for status in Status.values:
-                family.add_metric([slug, status], counts.get((slug, status), 0))
-        yield family
-        duration = GaugeMetricFamily(
+        yield _gauge(
             "v10r_job_last_duration_seconds",
             "How long each job's latest finished run took.",
-            labels=["slug"],
+            ["slug"],
+            (([slug], float(seconds)) for slug, seconds in sorted(durations.items())),
         )
-        for slug, seconds in sorted(durations.items()):
-            duration.add_metric([slug], float(seconds))
-        yield duration
-        success = GaugeMetricFamily(
+        yield _gauge(
             "v10r_job_last_success_timestamp_seconds",
             "When each job last succeeded (Unix time; 0 if it never has, in the log).",
-            labels=["slug"],
+            ["slug"],
+            (([slug], float(successes.get(slug) or 0)) for slug in slugs),
         )
-        for slug in slugs:
-            success.add_metric([slug], float(successes.get(slug) or 0))
-        yield success
