@@ -94,6 +94,22 @@ def feed(notification_ids: list[str]) -> list[NotificationDelivery]:
     )
 
 
+def pickup(delivery: NotificationDelivery) -> timedelta | None:
+    """How long after it was queued a drain loop claimed the row, or None while that is unknown.
+
+    A claim counts attempts and stamps attempted_at with its own now(). With one claim so far
+    (attempts == 1) attempted_at is the first claim's, so the wait is the pickup's; the row may
+    have been sent, refused or be waiting out a backoff since. A row claimed again (a send
+    retried, a lapsed lease, a time-boxed drain that handed it back) keeps only its latest
+    claim's time, after a wait of our own making: nothing is shown for it rather than a wait
+    that was not the pickup. created_at is the enqueuing transaction's now(), so the wait
+    includes the moments until that transaction committed.
+    """
+    if delivery.attempts != 1 or delivery.attempted_at is None:
+        return None
+    return max(delivery.attempted_at - delivery.created_at, timedelta(0))
+
+
 def about(value: timedelta) -> str:
     """A wait as a visitor reads it: to the second under two minutes, else to the minute."""
     from core.templatetags.units import duration

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import template
 from django.conf import settings
 from django.utils import formats
@@ -35,6 +37,23 @@ def feed_note(delivery: NotificationDelivery, loop) -> str:
     return queue_demo.explain(delivery, loop=loop, max_attempts=settings.DELIVERY_MAX_ATTEMPTS)
 
 
+@register.simple_tag
+def pickup_note(delivery: NotificationDelivery) -> str:
+    """ "picked up in 12 ms" under a visitor's demo row, or "" while the wait is not known
+    (queue_demo.pickup says when)."""
+    from showcases import queue_demo
+
+    wait = queue_demo.pickup(delivery)
+    if wait is None:
+        return ""
+    if wait < timedelta(milliseconds=0.5):
+        # Rounded, it would read "0 ms": as if no time had passed at all.
+        return pgettext("demo pickup", "picked up in under %(wait)s") % {
+            "wait": brief_duration(timedelta(milliseconds=1))
+        }
+    return pgettext("demo pickup", "picked up in %(wait)s") % {"wait": brief_duration(wait)}
+
+
 @register.filter
 def depth_count(depth, name: str) -> str:
     """One count of a QueueDepth, with "+" when it stopped at the limit: "1000+"."""
@@ -43,13 +62,19 @@ def depth_count(depth, name: str) -> str:
     return f"{shown}+" if depth.at_limit(name) else shown
 
 
+def brief_duration(value: timedelta) -> str:
+    """Under a second in whole milliseconds ("12 ms"), else as every other duration on the
+    site (core/templatetags/units)."""
+    milliseconds = round(value.total_seconds() * 1000)
+    if milliseconds >= 1000:
+        return units.duration(value)
+    count = formats.number_format(milliseconds)
+    return (pgettext("unit of time", "%(count)s ms") % {"count": count}).replace(" ", "\u00a0")
+
+
 @register.filter
 def run_duration(value) -> str:
-    """A job run's duration: under a second in milliseconds (a demo run takes a few), else as
-    every other duration on the site."""
+    """A job run's duration: a demo run takes a few milliseconds (brief_duration)."""
     if value is None or value == "":
         return ""
-    if value.total_seconds() >= 1:
-        return units.duration(value)
-    count = formats.number_format(round(value.total_seconds() * 1000))
-    return (pgettext("unit of time", "%(count)s ms") % {"count": count}).replace(" ", "\u00a0")
+    return brief_duration(value)

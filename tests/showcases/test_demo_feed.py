@@ -143,3 +143,57 @@ def test_in_german_the_next_look_reads_as_the_versandschleifes_next_run():
         r"der nächste Durchlauf folgt in etwa (9|10)\xa0s\.",
         text,
     ), text
+
+
+QUEUE = "/showcases/workers/queue/"
+
+
+def pickup_in(client, prefix: str = "") -> list[str]:
+    body = client.get(prefix + QUEUE, HTTP_HX_REQUEST="true").content.decode()
+    return re.findall(r"<span [^>]*data-feed-pickup>([^<]*)</span>", body)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "said"),
+    [
+        ("", "picked up in 12\xa0ms"),
+        ("/ru", "взято в работу через 12\xa0мс"),
+        ("/de", "nach 12\xa0ms abgeholt"),
+    ],
+)
+def test_the_feed_says_how_soon_a_drain_loop_picked_the_try_up(client, prefix, said):
+    client.post(prefix + "/showcases/workers/try/", HTTP_HX_REQUEST="true")
+    assert pickup_in(client, prefix) == []  # not claimed yet: nothing to say
+    # The test's one transaction gives the enqueue and the claim the same now(): queued 12 ms
+    # before it, the row waits that long for the real drain.
+    execute(
+        "UPDATE notifications.notification_deliveries"
+        " SET created_at = created_at - interval '12 milliseconds' WHERE channel = 'demo'"
+    )
+    assert worker.drain_once().sent == 1
+    assert pickup_in(client, prefix) == [said]
+
+
+def test_a_pickup_under_a_millisecond_does_not_read_as_no_time_at_all(client):
+    client.post("/showcases/workers/try/", HTTP_HX_REQUEST="true")
+    worker.drain_once()  # the same now() as the enqueue: a wait of 0
+    assert pickup_in(client) == ["picked up in under 1\xa0ms"]
+
+
+def test_a_row_claimed_again_shows_no_pickup_its_first_claims_time_is_gone(client):
+    client.post("/showcases/workers/try/", {"fail": "1"}, HTTP_HX_REQUEST="true")
+    execute(
+        "UPDATE notifications.notification_deliveries"
+        " SET created_at = created_at - interval '3 seconds' WHERE channel = 'demo'"
+    )
+    worker.drain_once()
+    # Failed once and waiting out its backoff: its one claim is still the first.
+    assert pickup_in(client) == ["picked up in 3\xa0s"]
+    execute(
+        "UPDATE notifications.notification_deliveries SET next_attempt_at = now()"
+        " WHERE channel = 'demo'"
+    )
+    worker.drain_once()
+    (delivery,) = NotificationDelivery.objects.filter(channel="demo")
+    assert delivery.attempts == 2
+    assert pickup_in(client) == []
