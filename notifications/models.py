@@ -320,6 +320,12 @@ class NotificationDelivery(models.Model):
                 condition=Q(status="failed"),
                 name="deliveries_failed",
             ),
+            # The cancelled count and the admin's cancelled filter, like the other states'.
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=Q(status="cancelled"),
+                name="deliveries_cancelled",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -137,4 +137,13 @@ class Migration(migrations.Migration):
                 name="notifications_cancel_key",
             ),
         ),
+        drop_leftover("deliveries_cancelled"),
+        AddIndexConcurrently(
+            "notificationdelivery",
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=models.Q(status="cancelled"),
+                name="deliveries_cancelled",
+            ),
+        ),
     ]
