@@ -764,38 +764,6 @@ def test_a_busy_refusal_is_logged_as_one_warning_and_no_error(client, one_slot, 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    ("prefix", "data", "message"),
-    [
-        ("/ru", _vp8l_with_size((8000, 6200)), "Для декодирования этого изображения нужно 426 МБ"),
-        ("/de", _vp8l_with_size((8000, 6200)), "Zum Dekodieren dieses Bildes wären 426 MB"),
-        ("/ru", b"\xff\xd8" + b"\xff\xfe\x00\x02" * 2000 + b"\xff\xd9", "слишком много частей"),
-        ("/de", b"\xff\xd8" + b"\xff\xfe\x00\x02" * 2000 + b"\xff\xd9", "zu vielen Teilen"),
-    ],
-    ids=["ru memory", "de memory", "ru parts", "de parts"],
-)
-def test_the_refusals_are_translated(client, prefix, data, message):
-    response = post(client, data, prefix=prefix)
-    assert response.status_code == 413
-    assert message in response.json()["error"]
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize(
-    ("prefix", "message"),
-    [
-        ("/ru", "Сервер занят декодированием других изображений; попробуйте снова через 5 с."),
-        ("/de", "Der Server dekodiert gerade andere Bilder; versuchen Sie es in 5 s erneut."),
-    ],
-    ids=["ru", "de"],
-)
-def test_the_busy_answer_is_translated(client, one_slot, prefix, message):
-    one_slot.acquire()
-    response = post(client, encoded(photo((64, 48)), "PNG"), prefix=prefix)
-    assert response.json()["error"] == message
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize(
     ("prefix", "empty", "missing"),
     [
         (
@@ -938,33 +906,77 @@ def test_an_upload_a_busy_process_refuses_is_charged_nothing(client, one_slot):
     assert (charged("analyse-cpu:127.0.0.1"), charged("analyse-cpu")) == (0, 0)
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize(
-    ("prefix", "message"),
-    [
-        ("/ru", "Ваши изображения исчерпали время серверной дорожки на эту минуту"),
-        ("/de", "Ihre Bilder haben die Zeit der Server-Bahn für diese Minute aufgebraucht"),
-    ],
-    ids=["ru", "de"],
-)
-def test_the_budget_refusal_is_translated(client, monkeypatch, prefix, message):
+# How each refusal comes about: what to post, once the state that refuses it is set up.
+def _over_the_memory_budget(client, one_slot, monkeypatch) -> bytes:
+    return _vp8l_with_size((8000, 6200))
+
+
+def _too_many_parts(client, one_slot, monkeypatch) -> bytes:
+    return b"\xff\xd8" + b"\xff\xfe\x00\x02" * 2000 + b"\xff\xd9"
+
+
+def _over_its_price(client, one_slot, monkeypatch) -> bytes:
+    return one_bit_bomb()
+
+
+def _every_slot_taken(client, one_slot, monkeypatch) -> bytes:
+    one_slot.acquire()
+    return small_png()
+
+
+def _the_clients_budget_spent(client, one_slot, monkeypatch) -> bytes:
     monkeypatch.setattr(analysis, "CLIENT_BUDGET_MS", 9)
-    data = small_png()
-    assert post(client, data, prefix=prefix).status_code == 200
-    assert message in post(client, data, prefix=prefix).json()["error"]
+    assert post(client, small_png()).status_code == 200
+    return small_png()
+
+
+REFUSALS = [
+    (_over_the_memory_budget, 413, "/ru", "Для декодирования этого изображения нужно 426 МБ"),
+    (_over_the_memory_budget, 413, "/de", "Zum Dekodieren dieses Bildes wären 426 MB"),
+    (_too_many_parts, 413, "/ru", "слишком много частей"),
+    (_too_many_parts, 413, "/de", "zu vielen Teilen"),
+    (_over_its_price, 413, "/ru", "В этом изображении PNG 50 Мп"),
+    (_over_its_price, 413, "/de", "Dieses PNG-Bild hat 50 Megapixel"),
+    (
+        _every_slot_taken,
+        503,
+        "/ru",
+        "Сервер занят декодированием других изображений; попробуйте снова через 5 с.",
+    ),
+    (
+        _every_slot_taken,
+        503,
+        "/de",
+        "Der Server dekodiert gerade andere Bilder; versuchen Sie es in 5 s erneut.",
+    ),
+    (
+        _the_clients_budget_spent,
+        429,
+        "/ru",
+        "Ваши изображения исчерпали время серверной дорожки на эту минуту",
+    ),
+    (
+        _the_clients_budget_spent,
+        429,
+        "/de",
+        "Ihre Bilder haben die Zeit der Server-Bahn für diese Minute aufgebraucht",
+    ),
+]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    ("prefix", "message"),
-    [
-        ("/ru", "В этом изображении PNG 50 Мп"),
-        ("/de", "Dieses PNG-Bild hat 50 Megapixel"),
-    ],
-    ids=["ru", "de"],
+    ("refusal", "status", "prefix", "message"),
+    REFUSALS,
+    ids=[f"{prefix[1:]} {refusal.__name__[1:]}" for refusal, _, prefix, _ in REFUSALS],
 )
-def test_the_price_refusal_is_translated(client, prefix, message):
-    assert message in post(client, one_bit_bomb(), prefix=prefix).json()["error"]
+def test_every_refusal_is_translated(
+    client, one_slot, monkeypatch, refusal, status, prefix, message
+):
+    data = refusal(client, one_slot, monkeypatch)
+    response = post(client, data, prefix=prefix)
+    assert response.status_code == status
+    assert message in response.json()["error"]
 
 
 @pytest.mark.django_db
