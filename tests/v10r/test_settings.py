@@ -60,64 +60,53 @@ def read_settings(monkeypatch, **env: str) -> dict:
     return runpy.run_path(str(BASE_DIR / "v10r" / "settings.py"))
 
 
-# Every bound of every reader: (variable, value just inside, value just outside, the words
-# the refusal must contain, what else the value needs set). The value inside is read as
-# given; the one outside is refused.
+# Every bound of every reader: (variable, its lowest value, one just below, its highest, one
+# just above). The lowest and the highest are read as given; one just outside is refused, in
+# words that name the bound.
+BOUNDS = [
+    ("DELIVERY_BATCH_SIZE", "1", "0", "10000", "10001"),
+    ("DELIVERY_CONCURRENCY", "1", "0", "64", "65"),
+    ("DELIVERY_LEASE_SECONDS", "1", "0.999", "86400", "86400.5"),
+    ("DELIVERY_INTERVAL_SECONDS", "0.1", "0.09", "86400", "86401"),
+    ("DELIVERY_MAX_ATTEMPTS", "1", "0", "20", "21"),
+    ("DELIVERY_HTTP_CONNECT_TIMEOUT", "0.1", "0.09", "60", "60.1"),
+    ("DELIVERY_HTTP_TOTAL_TIMEOUT", "0.1", "0.09", "300", "300.1"),
+    ("EMAIL_PORT", "1", "0", "65535", "65536"),
+    ("EMAIL_TIMEOUT", "0.1", "0.09", "300", "301"),
+    ("CRON_DRAIN_SECONDS", "1", "0.5", "50", "50.1"),
+    ("DJANGO_HSTS_SECONDS", "0", "-1", "63072000", "63072001"),
+    ("V10R_TRUSTED_PROXIES", "0", "-1", "10", "11"),
+    ("OUTBOX_KEEP_SENT_DAYS", "1", "0", "36500", "36501"),
+    ("OUTBOX_KEEP_FINISHED_DAYS", "1", "0", "36500", "36501"),
+    ("OUTBOX_PRUNE_BATCH", "1", "0", "100000", "100001"),
+]
+# Where a refusal says why its bound is there, how that begins.
+REASONS = {
+    ("DELIVERY_BATCH_SIZE", "10000"): "(drain_outbox's",
+    ("DELIVERY_CONCURRENCY", "64"): "(drain_outbox's limit)",
+    ("CRON_DRAIN_SECONDS", "50"): "(a /cron/drain request",
+}
+# What a value at a bound needs set beside it: the connect timeout is at most the total one,
+# and sent deliveries are kept no longer than failed ones.
+COMPANIONS = {
+    ("DELIVERY_HTTP_CONNECT_TIMEOUT", "60"): {"DELIVERY_HTTP_TOTAL_TIMEOUT": "60"},
+    ("DELIVERY_HTTP_TOTAL_TIMEOUT", "0.1"): {"DELIVERY_HTTP_CONNECT_TIMEOUT": "0.1"},
+    ("OUTBOX_KEEP_SENT_DAYS", "36500"): {"OUTBOX_KEEP_FINISHED_DAYS": "36500"},
+    ("OUTBOX_KEEP_FINISHED_DAYS", "1"): {"OUTBOX_KEEP_SENT_DAYS": "1"},
+}
+# (variable, value just inside, value just outside, the words the refusal must contain, what
+# else the value needs set).
 EDGES = [
-    ("DELIVERY_BATCH_SIZE", "1", "0", "must be at least 1", {}),
-    ("DELIVERY_BATCH_SIZE", "10000", "10001", "must be at most 10000 (drain_outbox's", {}),
-    ("DELIVERY_CONCURRENCY", "1", "0", "must be at least 1", {}),
-    ("DELIVERY_CONCURRENCY", "64", "65", "must be at most 64 (drain_outbox's limit)", {}),
-    ("DELIVERY_LEASE_SECONDS", "1", "0.999", "must be at least 1", {}),
-    ("DELIVERY_LEASE_SECONDS", "86400", "86400.5", "must be at most 86400", {}),
-    ("DELIVERY_INTERVAL_SECONDS", "0.1", "0.09", "must be at least 0.1", {}),
-    ("DELIVERY_INTERVAL_SECONDS", "86400", "86401", "must be at most 86400", {}),
-    ("DELIVERY_MAX_ATTEMPTS", "1", "0", "must be at least 1", {}),
-    ("DELIVERY_MAX_ATTEMPTS", "20", "21", "must be at most 20", {}),
-    ("DELIVERY_HTTP_CONNECT_TIMEOUT", "0.1", "0.09", "must be at least 0.1", {}),
     (
-        "DELIVERY_HTTP_CONNECT_TIMEOUT",
-        "60",
-        "60.1",
-        "must be at most 60",
-        {"DELIVERY_HTTP_TOTAL_TIMEOUT": "60"},
-    ),
-    (
-        "DELIVERY_HTTP_TOTAL_TIMEOUT",
-        "0.1",
-        "0.09",
-        "must be at least 0.1",
-        {"DELIVERY_HTTP_CONNECT_TIMEOUT": "0.1"},
-    ),
-    ("DELIVERY_HTTP_TOTAL_TIMEOUT", "300", "300.1", "must be at most 300", {}),
-    ("EMAIL_PORT", "1", "0", "must be at least 1", {}),
-    ("EMAIL_PORT", "65535", "65536", "must be at most 65535", {}),
-    ("EMAIL_TIMEOUT", "0.1", "0.09", "must be at least 0.1", {}),
-    ("EMAIL_TIMEOUT", "300", "301", "must be at most 300", {}),
-    ("CRON_DRAIN_SECONDS", "1", "0.5", "must be at least 1", {}),
-    ("CRON_DRAIN_SECONDS", "50", "50.1", "must be at most 50 (a /cron/drain request", {}),
-    ("DJANGO_HSTS_SECONDS", "0", "-1", "must be at least 0", {}),
-    ("DJANGO_HSTS_SECONDS", "63072000", "63072001", "must be at most 63072000", {}),
-    ("V10R_TRUSTED_PROXIES", "0", "-1", "must be at least 0", {}),
-    ("V10R_TRUSTED_PROXIES", "10", "11", "must be at most 10", {}),
-    ("OUTBOX_KEEP_SENT_DAYS", "1", "0", "must be at least 1", {}),
-    (
-        "OUTBOX_KEEP_SENT_DAYS",
-        "36500",
-        "36501",
-        "must be at most 36500",
-        {"OUTBOX_KEEP_FINISHED_DAYS": "36500"},
-    ),
-    (
-        "OUTBOX_KEEP_FINISHED_DAYS",
-        "1",
-        "0",
-        "must be at least 1",
-        {"OUTBOX_KEEP_SENT_DAYS": "1"},
-    ),
-    ("OUTBOX_KEEP_FINISHED_DAYS", "36500", "36501", "must be at most 36500", {}),
-    ("OUTBOX_PRUNE_BATCH", "1", "0", "must be at least 1", {}),
-    ("OUTBOX_PRUNE_BATCH", "100000", "100001", "must be at most 100000", {}),
+        variable,
+        inside,
+        outside,
+        " ".join(filter(None, [f"must be at {side} {inside}", REASONS.get((variable, inside))])),
+        COMPANIONS.get((variable, inside), {}),
+    )
+    for variable, lowest, below, highest, above in BOUNDS
+    for side, inside, outside in [("least", lowest, below), ("most", highest, above)]
+] + [
     ("METRICS_TOKEN", "m" * 32, "m" * 31, "METRICS_TOKEN has 31 characters; use at least 32", {}),
     ("CRON_SECRET", "c" * 32, "c" * 31, "CRON_SECRET has 31 characters; use at least 32", {}),
 ]
@@ -303,16 +292,17 @@ def test_a_plain_http_trial_turns_off_the_redirect_the_secure_cookies_and_hsts(m
     assert trial["SECURE_HSTS_SECONDS"] == 0
 
 
+# gunicorn's own variables' maxima: the value one above each is refused.
 @pytest.mark.parametrize(
-    ("variable", "inside", "outside"),
-    [
-        ("WEB_CONCURRENCY", "256", "257"),
-        ("GUNICORN_THREADS", "64", "65"),
-        ("GUNICORN_TIMEOUT", "3600", "3601"),
-        ("GUNICORN_GRACEFUL_TIMEOUT", "3600", "3601"),
-    ],
+    ("variable", "highest"),
+    {
+        "WEB_CONCURRENCY": 256,
+        "GUNICORN_THREADS": 64,
+        "GUNICORN_TIMEOUT": 3600,
+        "GUNICORN_GRACEFUL_TIMEOUT": 3600,
+    }.items(),
 )
-def test_gunicorns_own_variables_have_a_maximum_too(variable, inside, outside):
+def test_gunicorns_own_variables_have_a_maximum_too(variable, highest):
     def print_config(value: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [str(BASE_DIR / ".venv" / "bin" / "gunicorn"), "--print-config", "-c"]
@@ -324,10 +314,10 @@ def test_gunicorns_own_variables_have_a_maximum_too(variable, inside, outside):
             timeout=60,
         )
 
-    assert print_config(inside).returncode == 0
-    refused = print_config(outside)
+    assert print_config(str(highest)).returncode == 0
+    refused = print_config(str(highest + 1))
     assert refused.returncode != 0
-    assert refused.stderr.splitlines() == [f"{variable}='{outside}' must be at most {inside}."]
+    assert refused.stderr.splitlines() == [f"{variable}='{highest + 1}' must be at most {highest}."]
 
 
 def test_bare_gunicorn_without_the_config_stops_on_a_bad_setting_without_a_traceback():
