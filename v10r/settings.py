@@ -161,6 +161,21 @@ DISCORD_API_BASE_URL = environment.url(
 DELIVERY_WEBHOOK_ALLOW_LOOPBACK = environment.boolean(
     "DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False
 )
+# Provider rate limits (notifications/pacing.py): sends a second per account (per bot), kept
+# by every drain on every host together; 0 sends unpaced. The defaults are the providers'
+# published limits: Telegram's 30 messages a second per bot for bulk sends, and Discord's 50
+# requests a second per bot, which is 25 sends (a send opens the DM channel, then posts).
+# Email and webhooks have no one provider to pace for.
+DELIVERY_PROVIDER_RATES = {
+    name: environment.number(
+        f"DELIVERY_RATE_{name.upper()}",
+        default=default,
+        minimum=0,
+        maximum=10_000,
+        why="far past any provider's published limit",
+    )
+    for name, default in {"telegram": 30.0, "discord": 25.0, "email": 0.0, "webhook": 0.0}.items()
+}
 # Retention (notifications/retention.py, manage.py prune_outbox, and the drain loop's idle
 # ticks): finished deliveries are deleted once queued this many days ago.
 # At most a century: a longer keep is "forever", and would overflow the date arithmetic.

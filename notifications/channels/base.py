@@ -7,6 +7,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from django.conf import settings
+
 
 class AddressSource(StrEnum):
     """Where a channel finds the recipient's address."""
@@ -52,15 +54,31 @@ class ChannelError(Exception):
         retryable: bool,
         retry_after: timedelta | None = None,
         deactivate_address: bool = False,
+        throttled: bool = False,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
+        # The provider refused the send for our rate (an HTTP 429), not for anything about
+        # the message: the outbox re-queues it without spending a send, and the drain holds
+        # the provider's pace for every drain (notifications/pacing.py).
+        self.throttled = throttled
         # Stop sending to this address at all: the recipient blocked the bot (a 403), or the
         # webhook endpoint is gone (a 410). The drain deactivates the address.
         self.deactivate_address = deactivate_address
+
+
+@dataclass(frozen=True)
+class Pace:
+    """A provider's rate limit: at most rate sends a second under key, shared by every drain.
+
+    key names the channel and the account (a bot), never a secret: it is stored in
+    notifications.provider_rates, and shown to staff."""
+
+    key: str
+    rate: float  # sends per second
 
 
 class Channel:
@@ -84,6 +102,22 @@ class Channel:
 
     def send(self, outgoing: Outgoing) -> SendResult:
         raise NotImplementedError
+
+    def pace(self) -> Pace | None:
+        """The rate limit every drain keeps to for this channel, or None for none.
+
+        The rate is settings.DELIVERY_PROVIDER_RATES[name] (0 or absent: unpaced), read on
+        each batch so a test may change it; the key is the channel's name and account()."""
+        rate = getattr(settings, "DELIVERY_PROVIDER_RATES", {}).get(self.name, 0)
+        if not rate or self.local:
+            return None
+        account = self.account()
+        return Pace(key=f"{self.name}:{account}" if account else self.name, rate=rate)
+
+    def account(self) -> str:
+        """Which of the provider's accounts the sends spend, so two accounts (two bots) are
+        two budgets; "" when the channel has one."""
+        return ""
 
     # A channel that keeps connections open between sends closes them here: those idle for a
     # while on each quiet turn of the worker, and all of them when the worker stops.

@@ -9,6 +9,7 @@ the requests that send it and the reply to a message id, and which endpoint name
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import timedelta
@@ -99,6 +100,17 @@ class BotChannel(Channel):
                 retryable=True,
             )
         return http.Probe(seconds=response.seconds, name=name)
+
+    def account(self) -> str:
+        """A short hash of the bot token: each bot has its own budget at the provider, and
+        the key that names it (stored, shown to staff) must not hold the token itself."""
+        if not self.token:
+            return ""
+        return hashlib.sha256(self.token.encode()).hexdigest()[:12]
+
+    def pace(self):
+        # Without a token no send reaches the provider: nothing to pace.
+        return super().pace() if self.token else None
 
     def _token(self) -> str:
         if not self.token:

@@ -87,7 +87,7 @@ class HttpChannelError(ChannelError):
     """A ChannelError that also says which HTTP status, if any, it came from."""
 
     def __init__(self, code: str, message: str, *, status: int | None = None, **options) -> None:
-        # options: ChannelError's own (retryable, retry_after, deactivate_address).
+        # options: ChannelError's own (retryable, retry_after, deactivate_address, throttled).
         super().__init__(code, message, **options)
         self.status = status
 
@@ -156,6 +156,8 @@ def classify(
             retryable=True,
             retry_after=retry_after(response, now=now or datetime.now(UTC)),
             status=status,
+            # Only a 429 is about our rate; a 503's Retry-After is the server's own trouble.
+            throttled=status == 429,
         )
     payload = response.json()
     payload = payload if isinstance(payload, dict) else {}

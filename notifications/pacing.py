@@ -1,0 +1,177 @@
+"""Provider rate limits shared by every drain, on every host: slots reserved in PostgreSQL.
+
+A provider that limits our rate (Telegram's 30 messages a second per bot) answers 429 past
+it, and each drain alone cannot know what the others send. So the drains share one clock per
+provider account, the row of notifications.provider_rates under the account's key: its
+next_slot_at is the earliest moment the next send may start (GCRA's "theoretical arrival
+time"). reserve() hands a batch up to `count` slots 1/rate apart from there, none further
+than `horizon` seconds ahead, and moves next_slot_at past them; hold() pushes next_slot_at
+out when the provider asked for a pause (a 429's Retry-After), so every drain pauses.
+
+No burst: a slot is never earlier than next_slot_at, so a key idle for a while starts again
+at its rate, not with a second's worth at once. The providers publish a rate, not a bucket
+size, and a 429 costs more (a pause of at least a second for every drain) than a burst
+could win (a fraction of a second at the start of a broadcast).
+
+Each call is one statement, its own transaction, computed on the database's clock
+(clock_timestamp(), so two drains on two hosts agree on "now"): it works through PgBouncer
+in transaction pooling, and holds the row's lock for the statement only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+from django.db import DatabaseError, connection
+
+logger = logging.getLogger(__name__)
+
+# How far ahead a batch takes slots. Further slots would hold their rows, and a sender
+# thread, waiting; those rows go back to the queue until about when the key is free, for
+# whichever drain claims them then.
+HORIZON = 2.0  # seconds
+
+# The row is locked first (FOR UPDATE waits for, then sees, a concurrent reservation), so
+# `plan` is computed from the latest next_slot_at and the RETURNING says what was granted.
+# ON CONFLICT computes the same from the row it meets: they differ only when the key's first
+# row was inserted by another drain between the lock and the insert (then `had_row` is false
+# and the row was not inserted by this statement), which reserve() counts as nothing granted.
+RESERVE_SQL = """
+WITH old AS (
+    SELECT next_slot_at FROM notifications.provider_rates WHERE key = %(key)s FOR UPDATE
+),
+clock AS (
+    SELECT clock_timestamp() AS now
+),
+start AS (
+    SELECT clock.now, greatest((SELECT next_slot_at FROM old), clock.now) AS first
+    FROM clock
+),
+plan AS (
+    SELECT now, first,
+           least(%(count)s, greatest(0, floor(
+               extract(epoch FROM now - first) * %(rate)s + %(horizon)s * %(rate)s
+           )::integer + 1)) AS granted
+    FROM start
+)
+INSERT INTO notifications.provider_rates AS r (key, next_slot_at, updated_at)
+SELECT %(key)s, first + make_interval(secs => granted / %(rate)s), now
+FROM plan
+ON CONFLICT (key) DO UPDATE
+SET next_slot_at = greatest(r.next_slot_at, EXCLUDED.updated_at) + make_interval(
+        secs => least(%(count)s, greatest(0, floor(
+            extract(epoch FROM EXCLUDED.updated_at - greatest(r.next_slot_at, EXCLUDED.updated_at))
+            * %(rate)s + %(horizon)s * %(rate)s
+        )::integer + 1)) / %(rate)s
+    ),
+    updated_at = EXCLUDED.updated_at
+RETURNING (SELECT extract(epoch FROM first - now) FROM plan),
+          (SELECT granted FROM plan),
+          extract(epoch FROM r.next_slot_at - r.updated_at),
+          EXISTS (SELECT 1 FROM old) OR r.xmax = 0
+""".strip()
+
+HOLD_SQL = """
+INSERT INTO notifications.provider_rates AS r (key, next_slot_at, updated_at)
+SELECT %(key)s, now + make_interval(secs => %(seconds)s), now
+FROM (SELECT clock_timestamp() AS now) AS clock
+ON CONFLICT (key) DO UPDATE
+SET next_slot_at = greatest(r.next_slot_at, EXCLUDED.next_slot_at),
+    updated_at = EXCLUDED.updated_at
+RETURNING extract(epoch FROM r.next_slot_at - r.updated_at)
+""".strip()
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What reserve() granted: when each granted send may start, in seconds from now (on
+    the database's clock, when it answered), earliest first; and in how many seconds the
+    key's next slot comes, after them (when sends not granted are worth trying again)."""
+
+    starts: list[float]
+    next_free: float
+
+
+def reserve(key: str, *, rate: float, count: int, horizon: float = HORIZON) -> Reservation:
+    """Reserve up to count sends under key at rate a second, none starting later than
+    horizon seconds from now; the sends not granted must not be made (hand them back)."""
+    _check(key=key, rate=rate)
+    if count < 1:
+        return Reservation(starts=[], next_free=0.0)
+    params = {"key": key, "rate": float(rate), "count": count, "horizon": max(horizon, 0.0)}
+    with connection.cursor() as cursor:
+        cursor.execute(RESERVE_SQL, params)
+        first, granted, next_free, planned = cursor.fetchone()
+    first, next_free = float(first), max(float(next_free), 0.0)
+    if not planned:
+        # The key's row appeared mid-statement: what ON CONFLICT granted is unknown, so
+        # nothing is used (those slots go to waste, once per key's lifetime at most).
+        return Reservation(starts=[], next_free=next_free)
+    interval = 1.0 / rate
+    return Reservation(
+        starts=[max(first + i * interval, 0.0) for i in range(granted)], next_free=next_free
+    )
+
+
+def hold(key: str, *, seconds: float) -> float:
+    """Start no send under key for seconds from now, in any drain (a 429's Retry-After);
+    a later next slot already reserved stays. Return the seconds until the next slot."""
+    _check(key=key, rate=1.0)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"seconds must be a finite number of at least 0, not {seconds!r}")
+    with connection.cursor() as cursor:
+        cursor.execute(HOLD_SQL, {"key": key, "seconds": float(seconds)})
+        (until,) = cursor.fetchone()
+    return max(float(until), 0.0)
+
+
+def _check(*, key: str, rate: float) -> None:
+    if not key or len(key) > 200:
+        raise ValueError(f"a pacing key is 1 to 200 characters, not {len(key)}")
+    if not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"rate must be a positive number of sends a second, not {rate!r}")
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Items reserve() did not grant under key: to be handed back to the queue, worth trying
+    again after delay seconds; delay None when the database did not answer."""
+
+    key: str
+    items: list
+    delay: float | None
+
+
+def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list[Refused]]:
+    """Reserve slots for a batch's items: one reserve() per key, for all of its items.
+
+    pace_of(item) is the item's Pace or None. Return (timed, refused): timed holds (item,
+    start, key) for every item that may be sent, start a time.monotonic() value before which
+    it must not (None, as key, for an unpaced item), unpaced items first and then by slot;
+    refused the items past the horizon, by key."""
+    unpaced: list[tuple] = []
+    by_key: dict[str, tuple[float, list]] = {}
+    for item in items:
+        pace = pace_of(item)
+        if pace is None:
+            unpaced.append((item, None, None))
+        else:
+            by_key.setdefault(pace.key, (pace.rate, []))[1].append(item)
+    paced: list[tuple] = []
+    refused: list[Refused] = []
+    for key, (rate, group) in by_key.items():
+        try:
+            got = reserve(key, rate=rate, count=len(group), horizon=horizon)
+        except DatabaseError as exc:
+            logger.warning("could not reserve %d sends under %s: %s", len(group), key, exc)
+            refused.append(Refused(key, group, None))
+            continue
+        now = time.monotonic()
+        paced += [(item, now + start, key) for item, start in zip(group, got.starts, strict=False)]
+        if len(got.starts) < len(group):
+            refused.append(Refused(key, group[len(got.starts) :], got.next_free))
+    paced.sort(key=lambda timed: timed[1])
+    return unpaced + paced, refused
