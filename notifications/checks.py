@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-from notifications import backoff, channels
+from notifications import backoff, channels, lanes
 from notifications.channels.base import Channel
 
 # Time for the claim, the group writes and the thread hand-offs of one batch, beyond the sends.
@@ -160,6 +160,16 @@ def check_sender(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+@register()
+def check_lanes(app_configs=None, **kwargs):
+    """DELIVERY_LANES is written into the claim's SQL once, at start-up: a lane it could not
+    claim, or two it could not order, stops start-up instead."""
+    return [
+        Error(message, hint="See DELIVERY_LANES in the settings.", id=check_id)
+        for check_id, message in lanes.problems(getattr(settings, "DELIVERY_LANES", None))
+    ]
 
 
 # The channels that need a credential from the environment, and where it comes from.

@@ -28,7 +28,7 @@ from django.db import DatabaseError
 
 from notifications import catalogue, channels, outbox
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing
-from notifications.models import DEMO_CHANNEL, OUTCOMES, ChannelAddress, DatabaseNow, Recipient
+from notifications.models import OUTCOMES, ChannelAddress, DatabaseNow, Recipient, Status
 from notifications.outbox import ClaimedDelivery, Outcome
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,14 @@ class Policy:
 # The Report fields only the metrics read (too long, or too fine, for a heartbeat or a log).
 METRICS_ONLY = ("by_channel", "claim_seconds", "write_seconds")
 # The Report fields that count rows, in the order the log line shows them.
-COUNTS = ("reaped", "claimed", *map(str, OUTCOMES.values()), "fenced_off", "released")
+COUNTS = (
+    "reaped",
+    "claimed",
+    *map(str, OUTCOMES.values()),
+    "throttled",
+    "fenced_off",
+    "released",
+)
 
 
 @dataclass
@@ -74,11 +81,14 @@ class Report:
     retrying: int = 0
     failed: int = 0
     dead: int = 0
+    # Handed back by a provider's 429 without spending a send (the ones that went dead for
+    # it are counted under dead).
+    throttled: int = 0
     fenced_off: int = 0
     released: int = 0  # claimed, not sent before the time budget ran out, requeued
     skipped: bool = False  # another drain was running in this process
-    # The batch, or its demo lane, came back full, so more rows may be due: a loop should not
-    # wait for its tick.
+    # The batch came back full, or a capped lane took its cap, so more rows may be due: a loop
+    # should not wait for its tick.
     more_due: bool = False
     # For the metrics (notifications/metrics.py): outcomes per channel, {channel: {sent: n,
     # retrying: n, failed: n, dead: n}}, and how long the claim and each write took.
@@ -134,19 +144,16 @@ def drain(
 
     if reap:
         report.reaped = len(outbox.reclaim_stale(lease=lease, max_attempts=max_attempts))
-    # A demo send takes most of a second on purpose (notifications/channels/demo.py): at most
-    # one round of them per batch, so the next batch, and any real row in it, is not held up.
-    demo_batch_size = min(concurrency, batch_size)
     began = time.perf_counter()
-    claimed = outbox.claim(batch_size=batch_size, demo_batch_size=demo_batch_size)
+    claimed = outbox.claim(batch_size=batch_size)
     report.claim_seconds.append(time.perf_counter() - began)
     report.claimed = len(claimed)
-    demo_claimed = sum(1 for d in claimed if d.channel == DEMO_CHANNEL)
-    report.more_due = len(claimed) >= batch_size or 0 < demo_batch_size <= demo_claimed
+    report.more_due = outbox.more_due(claimed, batch_size=batch_size)
     if not claimed:
         return report
-    # RETURNING has no order: put the real rows first, so no demo send delays one.
-    claimed.sort(key=lambda d: d.channel == DEMO_CHANNEL)
+    # RETURNING has no order: the higher lanes' rows first, so no lower lane's send (a slow
+    # demo send) starts before one of theirs. sort() is stable: within a lane, claim order.
+    claimed.sort(key=lambda d: outbox.rank(d.lane))
 
     ready, immediate = _prepare(claimed, max_attempts=max_attempts)
     writer = _Writer(report, unwritten)
@@ -227,6 +234,8 @@ def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
             report.fenced_off += 1
             continue
         name = str(OUTCOMES[outcome.status])
+        if outcome.throttled and outcome.status != Status.DEAD:
+            name = "throttled"
         setattr(report, name, getattr(report, name) + 1)
         counts = report.by_channel.setdefault(outcome.channel, {})
         counts[name] = counts.get(name, 0) + 1

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Greatest
 
-from notifications import catalogue, wakeup
-from notifications.models import ChannelAddress, Notification, NotificationDelivery
+from notifications import catalogue, lanes, outbox, wakeup
+from notifications.models import (
+    DEFAULT_LANE,
+    ChannelAddress,
+    DatabaseNow,
+    Notification,
+    NotificationDelivery,
+)
+from notifications.outbox import CancelCounts
+
+CANCEL_KEY_MAX = 200  # Notification.cancel_key's max_length
 
 
 def _channels(channels: Iterable[str]) -> list[str]:
@@ -31,6 +43,34 @@ def _channels(channels: Iterable[str]) -> list[str]:
     return names
 
 
+def _lane(priority: str) -> str:
+    known = lanes.names()
+    if priority not in known:
+        raise ValueError(f"Unknown priority {priority!r}; known: {', '.join(known)}.")
+    return priority
+
+
+def _send_at(send_at: Any) -> datetime | None:
+    if send_at is None:
+        return None
+    if not isinstance(send_at, datetime):
+        raise TypeError(f"send_at must be a datetime, not {type(send_at).__name__}")
+    if send_at.utcoffset() is None:
+        raise ValueError(
+            "send_at must be an aware datetime (with a time zone), such as "
+            "django.utils.timezone.now() + timedelta(hours=1); a naive one is ambiguous."
+        )
+    return send_at
+
+
+def _cancel_key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"cancel_key must be a string, not {type(key).__name__}")
+    if len(key) > CANCEL_KEY_MAX:
+        raise ValueError(f"cancel_key must be at most {CANCEL_KEY_MAX} characters.")
+    return key
+
+
 def send_notification(
     *,
     user,
@@ -39,13 +79,22 @@ def send_notification(
     params: Mapping[str, Any] | None = None,
     channels: Iterable[str] | None = None,
     action_url: str = "",
+    priority: str = DEFAULT_LANE,
+    send_at: datetime | None = None,
+    cancel_key: str = "",
 ) -> Notification:
     """Queue a notification: write it, and one pending delivery per channel, for a drain to
     send. With no channels named, the user's own choose them (channels_for).
 
+    priority names the claim's lane (DELIVERY_LANES: "high", "normal", "low", ...). send_at
+    (an aware datetime) holds the sends until then, by the database's clock; a time already
+    past means now. cancel_key names the notification for cancel_notifications(), which can
+    withdraw its deliveries until a drain has claimed them.
+
     Runs inside the caller's transaction when there is one (the outbox pattern: the
     notification commits or rolls back with the change that caused it).
     """
+    lane, when, key = _lane(priority), _send_at(send_at), _cancel_key(cancel_key)
     params = dict(params or {})
     if channels is None:
         channels = channels_for(user)
@@ -68,9 +117,24 @@ def send_notification(
             message_key=message_key,
             message_params=params,
             action_url=action_url,
+            cancel_key=key,
         )
-        add_channels(notification=notification, channels=names)
+        add_channels(notification=notification, channels=names, priority=lane, send_at=when)
     return notification
+
+
+def cancel_notifications(*, key: str, user=None) -> CancelCounts:
+    """Withdraw every delivery under cancel_key key (of user's notifications only, when
+    given) that no drain has claimed yet; say how many were cancelled, how many were being
+    sent at that moment (too late), and how many had finished already.
+
+    One statement: a delivery is either claimed by a drain or cancelled, never both
+    (notifications/outbox.py, CANCEL_SQL, says why)."""
+    key = _cancel_key(key)
+    if not key:
+        raise ValueError("key must not be empty: a notification without a cancel_key has none.")
+    user_id = None if user is None else getattr(user, "pk", user)
+    return outbox.cancel_key(key=key, user_id=user_id)
 
 
 def channels_for(user) -> list[str]:
@@ -86,14 +150,28 @@ def channels_for(user) -> list[str]:
     return names
 
 
-def add_channels(*, notification: Notification, channels: Iterable[str]) -> None:
+def add_channels(
+    *,
+    notification: Notification,
+    channels: Iterable[str],
+    priority: str = DEFAULT_LANE,
+    send_at: datetime | None = None,
+) -> None:
     """Queue an existing notification on more channels; a channel it has already is skipped.
 
     The unique (notification, channel) constraint makes this safe to call twice, even from
     two transactions at once (ON CONFLICT DO NOTHING).
     """
+    lane, when = _lane(priority), _send_at(send_at)
+    extra = {}
+    if when is not None:
+        # The database's clock decides: a send_at it has passed is due at once.
+        extra["next_attempt_at"] = Greatest(DatabaseNow(), Value(when))
     NotificationDelivery.objects.bulk_create(
-        [NotificationDelivery(notification=notification, channel=n) for n in _channels(channels)],
+        [
+            NotificationDelivery(notification=notification, channel=n, lane=lane, **extra)
+            for n in _channels(channels)
+        ],
         ignore_conflicts=True,
     )
     # The drains hear of the rows once they are committed (at once outside a transaction).

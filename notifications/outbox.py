@@ -5,8 +5,11 @@ states.
                            |----retryable, budget left--> pending (now() + backoff)
                            |----retryable, budget spent--> dead     (terminal; staff Retry)
                            |----not retryable----------> failed   (terminal)
+                           |----throttled (a 429)--------> pending, the send not counted;
+                           |                                 dead after DELIVERY_MAX_THROTTLES
                            |----not sent in time (release)--> pending, the send not counted
                            '----lease expired (reaper)--> pending, or dead when spent
+    pending --cancel--> cancelled (terminal; only a row no drain holds)
 
 Every statement is one statement, so it is its own transaction: no lock is held across a
 network call, and nothing here is session-scoped (it works through PgBouncer in transaction
@@ -24,10 +27,12 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from notifications import backoff
-from notifications.models import DEMO_CHANNEL, DUE_SQL, Status
+from notifications import backoff, lanes
+from notifications.lanes import Lane
+from notifications.models import DEFAULT_LANE, DUE_SQL, Status
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class ClaimedDelivery:
     message_key: str
     message_params: dict[str, Any]
     action_url: str
+    lane: str = DEFAULT_LANE
+    throttles: int = 0  # the provider's 429s so far (each handed the row back, unspent)
 
     @property
     def sends(self) -> int:
@@ -63,6 +70,9 @@ class Outcome:
     error_code: str = ""
     error_message: str = ""
     channel: str = ""  # not written (the row has it): for the worker's counts per channel
+    # The provider said "too many requests": the send is given back to the budget
+    # (attempt_base moves up with attempts) and counted in throttles instead.
+    throttled: bool = False
 
     @classmethod
     def sent(cls, delivery: ClaimedDelivery, *, provider_message_id: str) -> Outcome:
@@ -84,7 +94,10 @@ class Outcome:
         retryable: bool,
         retry_after: timedelta | None = None,
         max_attempts: int | None = None,
+        throttled: bool = False,
     ) -> Outcome:
+        if throttled:
+            return cls.throttle(delivery, retry_after=retry_after, message=message)
         decision = backoff.decide(
             attempts=delivery.sends,
             retryable=retryable,
@@ -101,46 +114,79 @@ class Outcome:
             channel=delivery.channel,
         )
 
+    @classmethod
+    def throttle(
+        cls,
+        delivery: ClaimedDelivery,
+        *,
+        retry_after: timedelta | None = None,
+        message: str = "",
+        max_throttles: int | None = None,
+    ) -> Outcome:
+        """The provider answered 429: try again after retry_after (THROTTLE_DELAY when it gave
+        none) without spending a send, or give up once it has said so max_throttles times
+        (DELIVERY_MAX_THROTTLES)."""
+        max_throttles = max_throttles or settings.DELIVERY_MAX_THROTTLES
+        throttles = delivery.throttles + 1
+        if throttles >= max_throttles:
+            return cls(
+                delivery.id,
+                delivery.attempts,
+                Status.DEAD,
+                error_code="THROTTLED",
+                error_message=(
+                    f"The provider refused {throttles} sends as too many requests (HTTP 429)."
+                    + (f" Last: {message}" if message else "")
+                )[:2000],
+                channel=delivery.channel,
+                throttled=True,
+            )
+        delay = retry_after if retry_after and retry_after > timedelta() else THROTTLE_DELAY
+        return cls(
+            delivery.id,
+            delivery.attempts,
+            Status.PENDING,
+            delay=delay,
+            error_code="THROTTLED",
+            error_message=(message or "Too many requests (HTTP 429).")[:2000],
+            channel=delivery.channel,
+            throttled=True,
+        )
+
+
+# How long a throttled row waits when the provider did not say (no Retry-After).
+THROTTLE_DELAY = timedelta(seconds=30)
 
 CLAIMED_FIELDS = [f.name for f in fields(ClaimedDelivery)]
 
 
 # FOR UPDATE SKIP LOCKED: a claimer never waits for another; under contention it returns
 # fewer rows than asked (LIMIT applies before the skipping), which is expected.
-# Two lanes: real deliveries first, then the visitors' demo rows fill what the batch has
-# left, at most demo_batch_size of them. However many demo rows are queued, they can never
-# stand ahead of a real one; each lane has its own partial index in the claim order.
+# One CTE per lane (DELIVERY_LANES), in rank order: each lane takes at most its cap, and at
+# most what the lanes above it left of the batch, so however many rows wait on a lower lane
+# they never stand ahead of a higher lane's. Each lane is its own range of the one claim index
+# (lane, next_attempt_at, created_at, id), so a lower lane's backlog is never scanned.
 # MATERIALIZED: each CTE runs exactly once, so LIMIT bounds the rows updated under any plan. A
 # bare `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` may be re-evaluated by a
 # join plan and claim more than n (tests/notifications/test_outbox.py shows it happen).
-# The ORDER BY matches the claim indexes; id breaks ties so the order is total.
+# The ORDER BY matches the claim index; id breaks ties so the order is total.
 # `d.id = ANY(ARRAY(…))` hands the planner a list of ids, which it looks up by primary key;
 # joined to the CTE instead, at batch 100 it preferred to hash a scan of the whole table.
 # RETURNING aliases are double-quoted: unquoted, PostgreSQL would fold them to lower case.
-CLAIM_SQL = f"""
-WITH real_rows AS MATERIALIZED (
+# The lane names are literals in the text, so the statement is the same for every claim; they
+# are held to [a-z0-9_-] (notifications/lanes.py) before they get here.
+_LANE_SELECT = """
+"lane_{index}" AS MATERIALIZED (  -- {name}
     SELECT id
     FROM notifications.notification_deliveries
-    WHERE {DUE_SQL}
-      AND channel <> '{DEMO_CHANNEL}'
+    WHERE {due}
+      AND lane = '{name}'
     ORDER BY next_attempt_at, created_at, id
-    LIMIT %(batch_size)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
-),
-demo_rows AS MATERIALIZED (
-    SELECT id
-    FROM notifications.notification_deliveries
-    WHERE {DUE_SQL}
-      AND channel = '{DEMO_CHANNEL}'
-    ORDER BY next_attempt_at, created_at, id
-    LIMIT least(%(demo_batch_size)s, %(batch_size)s - (SELECT count(*) FROM real_rows))
-    FOR UPDATE SKIP LOCKED
-),
-claimable AS (
-    SELECT id FROM real_rows
-    UNION ALL
-    SELECT id FROM demo_rows
-)
+)""".strip()
+
+_CLAIM_UPDATE = """
 UPDATE notifications.notification_deliveries AS d
 SET status = 'processing',
     attempts = d.attempts + 1,
@@ -157,23 +203,51 @@ RETURNING d.id AS "id",
           n.type AS "type",
           n.message_key AS "message_key",
           n.message_params::text AS "message_params",
-          n.action_url AS "action_url"
+          n.action_url AS "action_url",
+          d.lane AS "lane",
+          d.throttles AS "throttles"
 """.strip()
 
 
-def claim(*, batch_size: int, demo_batch_size: int | None = None) -> list[ClaimedDelivery]:
+def claim_sql(claim_lanes: Sequence[Lane]) -> str:
+    """The claim statement for these lanes (in claim order); its one parameter is
+    %(batch_size)s."""
+    if lanes.problems({lane.name: {"rank": lane.rank, "cap": lane.cap} for lane in claim_lanes}):
+        raise ImproperlyConfigured("DELIVERY_LANES is not valid: run `manage.py check`.")
+    selects, taken = [], ""
+    for index, lane in enumerate(claim_lanes):
+        left = f"%(batch_size)s{taken}"
+        limit = left if lane.cap is None else f"least({lane.cap}, {left})"
+        selects.append(_LANE_SELECT.format(index=index, name=lane.name, due=DUE_SQL, limit=limit))
+        taken += f' - (SELECT count(*) FROM "lane_{index}")'
+    union = "\n    UNION ALL\n    ".join(
+        f'SELECT id FROM "lane_{index}"' for index in range(len(claim_lanes))
+    )
+    return "WITH " + ",\n".join(selects) + f",\nclaimable AS (\n    {union}\n)\n" + _CLAIM_UPDATE
+
+
+def _configured_lanes() -> tuple[Lane, ...]:
+    if lanes.problems(settings.DELIVERY_LANES):
+        return ()  # the system check (notifications.E010-E015) says what is wrong
+    return lanes.configured()
+
+
+# The lanes and the claim, built once from the settings: every drain of the process claims
+# with the same statement (and the showcase page shows it).
+LANES = _configured_lanes()
+CLAIM_SQL = claim_sql(LANES) if LANES else ""
+
+
+def claim(*, batch_size: int) -> list[ClaimedDelivery]:
     """Claim up to batch_size due deliveries: mark them processing and bump their fence.
 
-    Real deliveries come first; demo rows only fill the rest, at most demo_batch_size of them
-    (default: as many as fit)."""
+    Lane by lane in rank order, each lane taking at most its cap of what is left."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    if demo_batch_size is None:
-        demo_batch_size = batch_size
-    if demo_batch_size < 0:
-        raise ValueError(f"demo_batch_size must not be negative, not {demo_batch_size}")
+    if not CLAIM_SQL:
+        raise ImproperlyConfigured("DELIVERY_LANES is not valid: run `manage.py check`.")
     with connection.cursor() as cursor:
-        cursor.execute(CLAIM_SQL, {"batch_size": batch_size, "demo_batch_size": demo_batch_size})
+        cursor.execute(CLAIM_SQL, {"batch_size": batch_size})
         rows = cursor.fetchall()
     # RETURNING names the fields in ClaimedDelivery's order (a test holds them to it), so a
     # row maps onto it by position. message_params comes as text and is parsed here: Django's
@@ -184,10 +258,30 @@ def claim(*, batch_size: int, demo_batch_size: int | None = None) -> list[Claime
     ]
 
 
+def more_due(claimed: Sequence[ClaimedDelivery], *, batch_size: int) -> bool:
+    """Whether more rows may be due right now: the batch came back full, or a capped lane
+    took its cap (its rows beyond it wait for the next batch)."""
+    if len(claimed) >= batch_size:
+        return True
+    per_lane: dict[str, int] = {}
+    for delivery in claimed:
+        per_lane[delivery.lane] = per_lane.get(delivery.lane, 0) + 1
+    return any(lane.cap is not None and per_lane.get(lane.name, 0) >= lane.cap for lane in LANES)
+
+
+def rank(lane: str) -> int:
+    """A lane's place in the claim order (an unknown lane comes last)."""
+    return next((i for i, known in enumerate(LANES) if known.name == lane), len(LANES))
+
+
 # One statement per flush, each row still guarded by its own fence: id, the attempts value
 # its claim returned, and a status a late write may still change. `pending` is in the guard
 # on purpose: a success reported after the reaper requeued the row, but before anyone
 # re-claimed it, must land — or the notification would be sent twice.
+# A throttled outcome hands its send back (attempt_base moves up with attempts, as in
+# RELEASE_SQL) and counts a 429 instead. It also needs the claim's send still unreturned
+# (attempt_base < attempts): after a staff Retry of a row the reaper had given up on, the
+# same fence value would otherwise move attempt_base past attempts.
 # The rows come in as parallel arrays (unnest) rather than a VALUES list, so the text of the
 # statement is the same for any number of rows.
 WRITE_OUTCOMES_SQL = """
@@ -203,7 +297,9 @@ SET status = o.status,
         ELSE d.provider_message_id
     END,
     error_code = o.error_code,
-    error_message = o.error_message
+    error_message = o.error_message,
+    attempt_base = CASE WHEN o.throttled THEN d.attempt_base + 1 ELSE d.attempt_base END,
+    throttles = CASE WHEN o.throttled THEN d.throttles + 1 ELSE d.throttles END
 FROM unnest(
     %(ids)s::bigint[],
     %(attempts)s::integer[],
@@ -211,11 +307,16 @@ FROM unnest(
     %(delay_seconds)s::double precision[],
     %(provider_message_ids)s::text[],
     %(error_codes)s::text[],
-    %(error_messages)s::text[]
-) AS o(id, attempts, status, delay_seconds, provider_message_id, error_code, error_message)
+    %(error_messages)s::text[],
+    %(throttled)s::boolean[]
+) AS o(
+    id, attempts, status, delay_seconds, provider_message_id, error_code, error_message,
+    throttled
+)
 WHERE d.id = o.id
   AND d.attempts = o.attempts
   AND d.status IN ('processing', 'pending')
+  AND (NOT o.throttled OR d.attempt_base < d.attempts)
 RETURNING d.id
 """.strip()
 
@@ -232,19 +333,21 @@ def write_outcomes(outcomes: Sequence[Outcome]) -> set[int]:
         "provider_message_ids": [o.provider_message_id for o in outcomes],
         "error_codes": [o.error_code for o in outcomes],
         "error_messages": [o.error_message for o in outcomes],
+        "throttled": [o.throttled for o in outcomes],
     }
     with connection.cursor() as cursor:
         cursor.execute(WRITE_OUTCOMES_SQL, params)
         return {row[0] for row in cursor.fetchall()}
 
 
-# A claimed row that was never sent (a time-boxed drain ran out of time before its turn) goes
-# back to the queue at once. Its claim bumped attempts; moving attempt_base up with it gives
+# A claimed row that was never sent (a time-boxed drain ran out of time before its turn, or
+# the provider's pace said not yet) goes back to the queue, due at once or after the delay.
+# Its claim bumped attempts; moving attempt_base up with it gives
 # that send back to the budget without reusing a fence value. Fenced like any other write.
 RELEASE_SQL = """
 UPDATE notifications.notification_deliveries AS d
 SET status = 'pending',
-    next_attempt_at = now(),
+    next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
     attempt_base = d.attempt_base + 1
 FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS r(id, attempts)
 WHERE d.id = r.id
@@ -254,11 +357,18 @@ RETURNING d.id
 """.strip()
 
 
-def release(deliveries: Sequence[ClaimedDelivery]) -> set[int]:
-    """Return claimed but unsent deliveries to the queue; return the ids that went back."""
+def release(deliveries: Sequence[ClaimedDelivery], *, delay: float = 0.0) -> set[int]:
+    """Return claimed but unsent deliveries to the queue, due after delay seconds (at once by
+    default), the claim not counted; return the ids that went back."""
     if not deliveries:
         return set()
-    params = {"ids": [d.id for d in deliveries], "attempts": [d.attempts for d in deliveries]}
+    if not 0 <= delay <= 86_400:
+        raise ValueError(f"delay must be 0 to 86400 seconds, not {delay}")
+    params = {
+        "ids": [d.id for d in deliveries],
+        "attempts": [d.attempts for d in deliveries],
+        "delay_seconds": float(delay),
+    }
     with connection.cursor() as cursor:
         cursor.execute(RELEASE_SQL, params)
         return {row[0] for row in cursor.fetchall()}
@@ -309,12 +419,13 @@ def reclaim_stale(*, lease: timedelta, max_attempts: int | None = None) -> Reape
 
 # A staff Retry: due now, by the database clock, with a fresh budget. The budget restarts by
 # moving attempt_base up to attempts, never by resetting attempts, so the next claim hands
-# out a fence value no earlier worker ever held.
+# out a fence value no earlier worker ever held. The count of 429s starts again too.
 RETRY_SQL = """
 UPDATE notifications.notification_deliveries
 SET status = 'pending',
     next_attempt_at = now(),
-    attempt_base = attempts
+    attempt_base = attempts,
+    throttles = 0
 WHERE id = %(delivery_id)s
   AND status = ANY(%(statuses)s::text[])
 RETURNING id
@@ -329,3 +440,108 @@ def retry(*, delivery_id: int, include_failed: bool = False) -> bool:
             RETRY_SQL, {"delivery_id": delivery_id, "statuses": [str(s) for s in statuses]}
         )
         return cursor.fetchone() is not None
+
+
+# Staff (the admin) sending a scheduled delivery now: due at once, by the database clock. Only
+# a pending row whose time has not come is moved; a row a drain holds is left to it.
+SEND_NOW_SQL = """
+UPDATE notifications.notification_deliveries
+SET next_attempt_at = now()
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status = 'pending'
+  AND next_attempt_at > now()
+RETURNING id
+""".strip()
+
+
+def send_now(delivery_ids: Sequence[int]) -> set[int]:
+    """Make waiting pending deliveries due now; return the ids that moved."""
+    return _update_ids(SEND_NOW_SQL, delivery_ids)
+
+
+# Withdrawing deliveries before they are sent. Only `pending` rows: a row a drain holds is
+# being sent, and a finished one has nothing left to withdraw. This is atomic against the
+# claim: the claim locks its rows FOR UPDATE SKIP LOCKED and sets them processing in the same
+# statement, and this UPDATE locks each row it changes. If the claim locked a row first, this
+# statement waits for it, re-reads the row (READ COMMITTED re-checks the WHERE on the newest
+# version), finds it processing and leaves it; if this statement locked it first, the claim
+# skips it, and after it commits the claim's own re-check finds it cancelled. So a row is
+# claimed or cancelled, never both.
+_CANCEL_SET = f"""
+SET status = '{Status.CANCELLED}',
+    error_code = 'CANCELLED',
+    error_message = 'Cancelled before it was sent.'
+""".strip()
+
+CANCEL_SQL = f"""
+UPDATE notifications.notification_deliveries
+{_CANCEL_SET}
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status = 'pending'
+RETURNING id
+""".strip()
+
+
+def cancel(delivery_ids: Sequence[int]) -> set[int]:
+    """Cancel these deliveries where they are still pending; return the ids cancelled."""
+    return _update_ids(CANCEL_SQL, delivery_ids)
+
+
+# Every pending delivery of the notifications under a cancel key (and of one user, when given)
+# at once, then the key's other deliveries counted, in one statement. The SELECT reads the
+# snapshot taken before the UPDATE: a row it sees pending that the UPDATE did not cancel was
+# claimed meanwhile (the UPDATE waited for that claim, see above), so it is in flight.
+CANCEL_KEY_SQL = f"""
+WITH keyed AS (
+    SELECT d.id, d.status
+    FROM notifications.notification_deliveries AS d
+    JOIN notifications.notifications AS n ON n.id = d.notification_id
+    WHERE n.cancel_key = %(key)s
+      AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
+),
+cancelled AS (
+    UPDATE notifications.notification_deliveries AS d
+    {_CANCEL_SET}
+    FROM keyed
+    WHERE d.id = keyed.id
+      AND d.status = 'pending'
+    RETURNING d.id
+)
+SELECT (SELECT count(*) FROM cancelled) AS "cancelled",
+       count(*) FILTER (
+           WHERE keyed.status = 'processing'
+              OR (keyed.status = 'pending' AND keyed.id NOT IN (SELECT id FROM cancelled))
+       ) AS "in_flight",
+       count(*) FILTER (WHERE keyed.status <> ALL(%(open)s::text[])) AS "finished"
+FROM keyed
+""".strip()
+
+
+@dataclass(frozen=True)
+class CancelCounts:
+    """What cancelling a key did: deliveries cancelled now; deliveries a drain holds (being
+    sent, so no longer cancellable); deliveries already finished (sent, failed, dead, or
+    cancelled before)."""
+
+    cancelled: int
+    in_flight: int
+    finished: int
+
+
+def cancel_key(*, key: str, user_id: int | None = None) -> CancelCounts:
+    """Cancel every pending delivery under key (of user_id's notifications, when given)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            CANCEL_KEY_SQL,
+            {"key": key, "user_id": user_id, "open": [Status.PENDING, Status.PROCESSING]},
+        )
+        return CancelCounts(*cursor.fetchone())
+
+
+def _update_ids(sql: str, delivery_ids: Sequence[int]) -> set[int]:
+    ids = [int(i) for i in delivery_ids]
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"ids": ids})
+        return {row[0] for row in cursor.fetchall()}

@@ -16,15 +16,16 @@ from enum import StrEnum
 from django.conf import settings
 from django.db import connection
 
-from notifications.models import DEMO_CHANNEL, DUE_SQL, SHOWN_SQL, ShownStatus, Status
+from notifications.models import DUE_SQL, SHOWN_SQL, ShownStatus, Status
 from notifications.models import OUTCOMES as OUTCOMES_BY_STATUS
+from notifications.outbox import LANES
 
 
-# Each count reads one partial index (waiting, retrying, a claim lane, reap, dead, failed), so
-# the cost follows the size of that state, not of the table. Pending and retrying are the two
-# halves of the stored pending (ShownStatus), spelled by the models' own SQL fragments. Due
-# rows are counted lane by lane: each lane's claim index is ordered by next_attempt_at, so
-# "due" is a range of it, while no single index covers both lanes. With a limit (the public
+# Each count reads one partial index (waiting, retrying, the claim's, reap, dead, failed,
+# cancelled), so the cost follows the size of that state, not of the table. Pending and
+# retrying are the two halves of the stored pending (ShownStatus), spelled by the models' own
+# SQL fragments. Due rows are counted lane by lane: the claim index leads with the lane, then
+# next_attempt_at, so one lane's due rows are one range of it. With a limit (the public
 # page: every visitor polls this), each count stops at the limit, so the cost is bounded
 # whatever the backlog; LIMIT NULL is PostgreSQL's "no limit", which the admin's exact counts
 # use. `sent` is most of a mature table and has no index of its own: it is counted while the
@@ -43,14 +44,20 @@ COUNTED = (
     ShownStatus.PROCESSING,
     ShownStatus.FAILED,
     ShownStatus.DEAD,
+    ShownStatus.CANCELLED,
+)
+
+# Due now, on every configured lane: one range of the claim index each.
+_DUE_BY_LANE = (
+    "\n      + ".join(_bounded_count(f"{DUE_SQL} AND lane = '{lane.name}'") for lane in LANES)
+    or "0"
 )
 
 QUEUE_DEPTH_SQL = f"""
 SELECT
     {",\n    ".join(f'{_bounded_count(SHOWN_SQL[state])} AS "{state}"' for state in COUNTED)},
     least(
-      {_bounded_count(f"{DUE_SQL} AND channel <> '{DEMO_CHANNEL}'")}
-      + {_bounded_count(f"{DUE_SQL} AND channel = '{DEMO_CHANNEL}'")},
+      {_DUE_BY_LANE},
       %(limit)s) AS "due_now",
     (SELECT greatest(reltuples, 0)::bigint FROM pg_class
       WHERE oid = 'notifications.notification_deliveries'::regclass) AS "estimated_rows",
@@ -68,7 +75,8 @@ EXACT_SENT_BELOW_ROWS = 200_000
 
 @dataclass(frozen=True)
 class QueueDepth:
-    """Deliveries per ShownStatus (pending and retrying apart), plus due_now across both."""
+    """Deliveries per ShownStatus (pending and retrying apart), plus due_now across every
+    lane."""
 
     pending: int
     due_now: int
@@ -77,6 +85,7 @@ class QueueDepth:
     sent: int
     failed: int
     dead: int
+    cancelled: int
     sent_is_estimate: bool
     limit: int | None = None  # counts stopped here: a count equal to it means "at least"
 

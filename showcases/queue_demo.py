@@ -79,6 +79,7 @@ def enqueue(*, label: str, fail: bool) -> Notification:
         message_key="queue.demo",
         params={"label": label, "fail": fail},
         channels=[DEMO_CHANNEL],
+        priority="demo",
     )
 
 

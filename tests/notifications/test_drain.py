@@ -34,6 +34,7 @@ def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
         "retrying": 0,
         "failed": 0,
         "dead": 0,
+        "throttled": 0,
         "fenced_off": 0,
         "released": 0,
         "skipped": False,
@@ -205,7 +206,15 @@ def test_a_serverless_platform_is_dormant_between_cron_runs(db, settings):
     assert status.last_cron is not None
 
 
-# --- Demo rows beside real ones ----------------------------------------------------------------
+# --- Lanes: demo rows beside real ones ----------------------------------------------------------
+
+
+def on_lane(ids, lane):
+    execute(
+        "UPDATE notifications.notification_deliveries SET lane = %s WHERE id = ANY(%s)",
+        [lane, ids],
+    )
+    return ids
 
 
 def test_with_2000_demo_rows_queued_a_real_email_queued_after_them_goes_in_the_next_tick(
@@ -213,18 +222,29 @@ def test_with_2000_demo_rows_queued_a_real_email_queued_after_them_goes_in_the_n
 ):
     settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
     visitor = django_user_model.objects.create_user("visitor")
-    make_deliveries(visitor, 2000, channel="demo")
+    on_lane(make_deliveries(visitor, 2000, channel="demo"), "demo")
     reader = django_user_model.objects.create_user("ada", email="ada@example.com")
     [email] = make_deliveries(reader, 1, channel="email")
 
-    report = worker.drain_once(batch_size=25, concurrency=4)
+    report = worker.drain_once(batch_size=25, concurrency=16)
 
     assert NotificationDelivery.objects.get(pk=email).status == Status.SENT
     assert [m["To"] for m in smtp_server.mailbox.messages] == ["ada@example.com"]
-    # One round of demo sends rode along, no more, and the loop is told more are due.
-    assert report.claimed == 1 + 4
+    # One round of demo sends (the demo lane's cap) rode along, no more, and the loop is told
+    # more are due.
+    assert report.claimed == 1 + 16
     assert report.more_due
-    assert NotificationDelivery.objects.filter(channel="demo", status=Status.SENT).count() == 4
+    assert NotificationDelivery.objects.filter(channel="demo", status=Status.SENT).count() == 16
+
+
+def test_a_batch_sends_the_higher_lanes_rows_first(db, user):
+    low = on_lane(make_deliveries(user, 3), "low")
+    high = on_lane(make_deliveries(user, 3), "high")
+    normal = make_deliveries(user, 3)
+    worker.drain_once(batch_size=10, concurrency=1)
+    # The recording channel sends on the drain's own thread, in the batch's order.
+    seen = [o.delivery_id for o in RecordingChannel.seen]
+    assert [set(seen[:3]), set(seen[3:6]), set(seen[6:])] == [set(high), set(normal), set(low)]
 
 
 def test_a_batch_says_more_are_due_only_when_a_lane_came_back_full(db, user):

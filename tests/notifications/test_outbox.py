@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from notifications import outbox, stats
+from notifications.lanes import Lane
 from notifications.models import NotificationDelivery, Status
 from tests.helpers import db_now, execute, make_deliveries, mark_failed, mark_sent, update_delivery
 
@@ -42,7 +43,7 @@ def test_the_claim_returns_the_fields_of_a_claimed_delivery_in_their_order(db, u
     # claim() maps each row onto ClaimedDelivery by position.
     make_deliveries(user, 1)
     with connection.cursor() as cursor:
-        cursor.execute(outbox.CLAIM_SQL, {"batch_size": 1, "demo_batch_size": 1})
+        cursor.execute(outbox.CLAIM_SQL, {"batch_size": 1})
         assert [c.name for c in cursor.description] == outbox.CLAIMED_FIELDS
 
 
@@ -72,19 +73,19 @@ def test_the_claim_sql_is_literal_schema_qualified_and_quotes_its_aliases():
     assert "ORDER BY next_attempt_at, created_at, id" in sql
     tables = re.findall(r"\b(?:FROM|UPDATE)\s+([a-z_][\w.]*)", sql)
     assert tables == [
-        "notifications.notification_deliveries",  # real_rows
-        "notifications.notification_deliveries",  # demo_rows
-        "real_rows",  # what real_rows left of the batch
-        "real_rows",  # claimable
-        "demo_rows",
+        *["notifications.notification_deliveries"] * len(outbox.LANES),  # one CTE per lane
         "notifications.notification_deliveries",  # the UPDATE
         "notifications.notifications",  # its FROM
         "claimable",  # the ids it updates
     ]
+    # The lanes' CTEs are quoted, the lane names literals, one CTE per lane in rank order.
+    ctes = re.findall(r'^(?:WITH )?"(lane_\d+)" AS MATERIALIZED \(  -- (\S+)$', sql, re.MULTILINE)
+    assert ctes == [(f"lane_{i}", lane.name) for i, lane in enumerate(outbox.LANES)]
+    assert [f"lane = '{lane.name}'" in sql for lane in outbox.LANES] == [True] * len(ctes)
     assert "d.id = ANY(ARRAY(SELECT id FROM claimable))" in sql
     returning = sql.split("RETURNING", 1)[1]
     aliases = re.findall(r"\bAS\s+(\S+)", returning)
-    assert len(aliases) == 10
+    assert len(aliases) == len(outbox.CLAIMED_FIELDS) == 12
     assert all(a.strip(",").startswith('"') and a.strip(",").endswith('"') for a in aliases)
 
 
@@ -113,7 +114,7 @@ UPDATE notifications.notification_deliveries
 SET status = 'processing', attempts = attempts + 1, attempted_at = now()
 WHERE id IN (
     SELECT id FROM notifications.notification_deliveries
-    WHERE status = 'pending' AND channel <> 'demo' AND next_attempt_at <= now()
+    WHERE status = 'pending' AND lane = 'normal' AND next_attempt_at <= now()
     ORDER BY next_attempt_at, created_at, id
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
@@ -144,7 +145,7 @@ def claimed_under(plan: list[str], sql: str, *, batch_size: int) -> int:
         for setting in plan:
             execute(setting)
         with connection.cursor() as cursor:
-            cursor.execute(sql, {"batch_size": batch_size, "demo_batch_size": batch_size})
+            cursor.execute(sql, {"batch_size": batch_size})
             count = len(cursor.fetchall())
         transaction.set_rollback(True)
     return count
@@ -165,65 +166,116 @@ def test_claim_never_takes_more_than_asked_under_adversarial_plans(db, user):
     assert len(outbox.claim(batch_size=10)) == 10
 
 
-# --- The demo lane -----------------------------------------------------------------------------
+# --- Lanes -------------------------------------------------------------------------------------
 
 
-def test_the_sql_names_the_demo_channel_as_the_python_does():
+def on_lane(ids: list[int], lane: str) -> list[int]:
+    execute(
+        "UPDATE notifications.notification_deliveries SET lane = %s WHERE id = ANY(%s)",
+        [lane, ids],
+    )
+    return ids
+
+
+def claimed_lanes(lanes: list[Lane], *, batch_size: int) -> list[str]:
+    """Claim with the statement built for lanes; return the claimed rows' lanes."""
+    with connection.cursor() as cursor:
+        cursor.execute(outbox.claim_sql(lanes), {"batch_size": batch_size})
+        return [row[outbox.CLAIMED_FIELDS.index("lane")] for row in cursor.fetchall()]
+
+
+def test_the_queue_has_no_demo_special_case_but_its_lane(settings):
     from notifications.models import DEMO_CHANNEL
     from showcases import queue_demo
 
-    literal = f"channel = '{DEMO_CHANNEL}'"
-    for sql in (outbox.CLAIM_SQL, stats.QUEUE_DEPTH_SQL, queue_demo.PRUNE_DEMO_SQL):
-        assert literal in sql
-    assert f"channel <> '{DEMO_CHANNEL}'" in outbox.CLAIM_SQL
+    # The claim and the counts name lanes, never the demo channel; the demo's own prune does.
+    for sql in (outbox.CLAIM_SQL, stats.QUEUE_DEPTH_SQL):
+        assert not re.search(r"channel\s*(=|<>)", sql)
+    assert f"channel = '{DEMO_CHANNEL}'" in queue_demo.PRUNE_DEMO_SQL
+    assert "showcases" in settings.INSTALLED_APPS
+    assert outbox.LANES[-1] == Lane("demo", 3, 16)
+    assert "LIMIT least(16, %(batch_size)s - " in outbox.CLAIM_SQL
 
 
-def test_real_rows_are_claimed_before_any_demo_row_queued_ahead_of_them(db, user):
-    demo = make_deliveries(user, 50, channel="demo")
-    real = make_deliveries(user, 3)
-    claimed = outbox.claim(batch_size=10, demo_batch_size=4)
-    ids = [c.id for c in claimed]
-    assert set(real) <= set(ids)
-    assert len(ids) == 7  # the 3 real rows, then 4 of the 50 demo rows
-    assert set(ids) - set(real) <= set(demo)
+def test_higher_lanes_are_claimed_before_lower_rows_queued_ahead_of_them(db, user):
+    low = on_lane(make_deliveries(user, 50), "low")
+    normal = make_deliveries(user, 3)
+    high = on_lane(make_deliveries(user, 2), "high")
+    claimed = outbox.claim(batch_size=10)
+    ids = {c.id for c in claimed}
+    assert set(high) | set(normal) <= ids
+    assert len(ids) == 10  # 2 high, 3 normal, then the 5 oldest low rows
+    assert sorted(ids - set(high) - set(normal)) == low[:5]
+    assert {c.id: c.lane for c in claimed if c.id in high} == dict.fromkeys(high, "high")
+
+
+def test_the_demo_lane_takes_at_most_its_cap(db, user):
+    demo = on_lane(make_deliveries(user, 40, channel="demo"), "demo")
+    claimed = outbox.claim(batch_size=25)
+    assert sorted(c.id for c in claimed) == demo[:16]
+    assert outbox.more_due(claimed, batch_size=25)  # the cap was hit: more may be due
 
 
 @pytest.mark.parametrize(
-    ("real", "demo", "batch", "demo_batch", "claimed_real", "claimed_demo"),
+    ("lanes", "queued", "batch", "claimed"),
     [
-        (3, 10, 5, 4, 3, 2),  # demo rows only fill what the batch has left: 5 - 3 = 2
-        (8, 10, 5, 4, 5, 0),  # a batch full of real rows leaves no room at all
-        (0, 10, 5, 4, 0, 4),  # demo rows alone: at most demo_batch of them
-        (0, 10, 5, 0, 0, 0),  # a demo lane of 0 claims none
-        (0, 10, 3, None, 0, 3),  # by default, as many as fit
+        # A capped lower lane only fills what the batch has left: 5 - 3 = 2.
+        ([Lane("normal", 0), Lane("demo", 1, 4)], {"normal": 3, "demo": 10}, 5, [3, 2]),
+        # A batch full of a higher lane's rows leaves no room at all.
+        ([Lane("normal", 0), Lane("demo", 1, 4)], {"normal": 8, "demo": 10}, 5, [5, 0]),
+        # Alone, a capped lane takes its cap, no more.
+        ([Lane("normal", 0), Lane("demo", 1, 4)], {"normal": 0, "demo": 10}, 5, [0, 4]),
+        # An uncapped lane takes what fits.
+        ([Lane("normal", 0), Lane("low", 1)], {"normal": 0, "low": 10}, 3, [0, 3]),
+        # A capped higher lane leaves the rest of the batch to the next lanes.
+        (
+            [Lane("high", 0, 2), Lane("normal", 1), Lane("low", 2)],
+            {"high": 5, "normal": 2, "low": 5},
+            6,
+            [2, 2, 2],
+        ),
     ],
 )
-def test_the_demo_lane_takes_at_most_what_is_left_and_its_own_limit(
-    db, user, real, demo, batch, demo_batch, claimed_real, claimed_demo
+def test_each_lane_takes_at_most_its_cap_of_what_the_lanes_above_it_left(
+    db, user, lanes, queued, batch, claimed
 ):
-    make_deliveries(user, real)
-    make_deliveries(user, demo, channel="demo")
-    claimed = outbox.claim(batch_size=batch, demo_batch_size=demo_batch)
-    channels = [c.channel for c in claimed]
-    assert channels.count("recording") == claimed_real
-    assert channels.count("demo") == claimed_demo
+    for lane, count in queued.items():
+        on_lane(make_deliveries(user, count), lane)
+    found = claimed_lanes(lanes, batch_size=batch)
+    assert [found.count(lane.name) for lane in lanes] == claimed
 
 
-def test_each_lane_of_the_claim_reads_its_own_index(db, user):
-    make_deliveries(user, 5)
-    make_deliveries(user, 5, channel="demo")
+def test_a_claim_statement_for_invalid_lanes_is_refused():
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured):
+        outbox.claim_sql([Lane("normal", 0), Lane("x'; DROP TABLE x; --", 1)])
+
+
+def test_more_are_due_when_the_batch_is_full_or_a_capped_lane_took_its_cap(db, user):
+    make_deliveries(user, 3)
+    assert not outbox.more_due(outbox.claim(batch_size=10), batch_size=10)
+    make_deliveries(user, 10)
+    assert outbox.more_due(outbox.claim(batch_size=10), batch_size=10)
+    on_lane(make_deliveries(user, 15, channel="demo"), "demo")
+    assert not outbox.more_due(outbox.claim(batch_size=25), batch_size=25)  # 15 < its cap
+
+
+def test_every_lane_of_the_claim_reads_the_claim_index(db, user):
+    for lane in outbox.LANES:
+        on_lane(make_deliveries(user, 5), lane.name)
     execute("ANALYZE notifications.notification_deliveries")
     with transaction.atomic():
         # What the planner may choose on a tiny table is its business; what matters is that
-        # each lane's WHERE matches a partial index's predicate, so the index can be used.
+        # each lane's WHERE matches the index's predicate and leading column, so it can be used.
         for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
             execute(f"SET LOCAL {setting} = off")
         with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN " + outbox.CLAIM_SQL, {"batch_size": 10, "demo_batch_size": 4})
+            cursor.execute("EXPLAIN " + outbox.CLAIM_SQL, {"batch_size": 10})
             plan = "\n".join(row[0] for row in cursor.fetchall())
         transaction.set_rollback(True)
-    assert "using deliveries_claim_real on" in plan
-    assert "using deliveries_claim_demo on" in plan
+    assert plan.count("using deliveries_claim on") == len(outbox.LANES)
+    assert plan.count("Index Cond: (((lane)::text = ") == len(outbox.LANES)
 
 
 # --- The fence --------------------------------------------------------------------------------

@@ -121,6 +121,9 @@ EVERY_STATE = {
     "dead": row("dead", 5),
     "dead_demo": row("dead", 5, channel="demo"),
     "demo_due": row("pending", due=True, channel="demo"),
+    # Withdrawn before a drain claimed it: fresh, or between two tries.
+    "cancelled": row("cancelled", due=True),
+    "cancelled_retrying": row("cancelled", 2),
 }
 
 
@@ -176,7 +179,8 @@ def test_each_row_reads_the_same_state_in_python_in_the_queryset_and_in_sql(db, 
     }
     assert selected(NEEDS_ATTENTION_SQL) == {every_state["dead"]}
     assert selected(FINISHED_SQL) == {
-        every_state[n] for n in ("sent", "failed", "dead", "dead_demo")
+        every_state[n]
+        for n in ("sent", "failed", "dead", "dead_demo", "cancelled", "cancelled_retrying")
     }
 
 
@@ -185,7 +189,8 @@ def test_each_send_outcome_is_named_as_the_row_it_leaves_reads(db, every_state):
     for status, name in OUTCOMES.items():
         rows = NotificationDelivery.objects.filter(status=status, attempts__gt=0)
         assert {r.shown_status for r in rows if r.attempts > r.attempt_base} == {name}
-    assert set(OUTCOMES) == set(Status) - {Status.PROCESSING}
+    # A cancelled row was never sent: no send leaves it so.
+    assert set(OUTCOMES) == set(Status) - {Status.PROCESSING, Status.CANCELLED}
 
 
 # What a module would write if it spelt a state again instead of importing it from

@@ -31,7 +31,8 @@ def test_a_limited_queue_depth_reads_only_indexes_at_any_table_size(db, user):
             plan = "\n".join(row[0] for row in cursor.fetchall())
         transaction.set_rollback(True)
     assert "Seq Scan on notification_deliveries" not in plan
-    assert plan.count("Limit") == 7  # every count stops at the limit
+    # Every count stops at the limit: each state's, and each lane's due rows.
+    assert plan.count("Limit") == len(stats.COUNTED) + len(outbox.LANES)
 
 
 def test_a_limited_queue_depth_estimates_sent_from_the_statistics_of_a_large_table(
@@ -66,6 +67,22 @@ def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
         "sent": 1,
         "failed": 1,
         "dead": 0,
+        "cancelled": 0,
         "sent_is_estimate": False,
         "limit": None,
     }
+
+
+def test_due_now_counts_every_lane_and_cancelled_rows_are_counted_apart(db, user):
+    ids = make_deliveries(user, 8)
+    lanes = ["high", "normal", "low", "demo", "demo", "normal", "low", "low"]
+    for delivery_id, lane in zip(ids, lanes, strict=True):
+        execute(
+            "UPDATE notifications.notification_deliveries SET lane = %s WHERE id = %s",
+            [lane, delivery_id],
+        )
+    assert outbox.cancel(ids[-2:]) == set(ids[-2:])
+    for limit in (None, 1000):
+        depth = stats.queue_depth(limit=limit)
+        assert (depth.due_now, depth.pending, depth.cancelled) == (6, 6, 2)
+    assert stats.queue_depth(limit=4).due_now == 4
