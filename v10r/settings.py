@@ -170,52 +170,6 @@ DISCORD_API_BASE_URL = environment.url(
 DELIVERY_WEBHOOK_ALLOW_LOOPBACK = environment.boolean(
     "DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False
 )
-# Channel name -> class path. Code that enqueues may only name these.
-_CHANNEL_CLASSES = {
-    "email": "notifications.channels.email.EmailChannel",
-    "telegram": "notifications.channels.telegram.TelegramChannel",
-    "discord": "notifications.channels.discord.DiscordChannel",
-    "webhook": "notifications.channels.webhook.WebhookChannel",
-    "demo": "notifications.channels.demo.DemoChannel",
-}
-# V10R_CHANNELS picks which of them this site runs (comma-separated; default all): a site with
-# no Telegram bot leaves telegram out instead of carrying a channel that can only fail.
-_chosen = environment.choices("V10R_CHANNELS", known=_CHANNEL_CLASSES)
-if _chosen and "demo" not in _chosen:
-    raise SettingError(
-        f"V10R_CHANNELS={','.join(_chosen)!r} leaves out demo, which the workers page's Try it "
-        "uses; add demo to the list."
-    )
-DELIVERY_CHANNELS = {
-    name: path for name, path in _CHANNEL_CLASSES.items() if not _chosen or name in _chosen
-}
-# The HTTP channels (notifications/channels/http.py): a connection must open within the first,
-# and a whole send (name lookup, TLS, request, reply) finish within the second.
-DELIVERY_HTTP_CONNECT_TIMEOUT = environment.number(
-    "DELIVERY_HTTP_CONNECT_TIMEOUT", default=5.0, minimum=0.1, maximum=60, why="a minute"
-)
-DELIVERY_HTTP_TOTAL_TIMEOUT = environment.number(
-    "DELIVERY_HTTP_TOTAL_TIMEOUT", default=10.0, minimum=0.1, maximum=300, why="five minutes"
-)
-if DELIVERY_HTTP_CONNECT_TIMEOUT > DELIVERY_HTTP_TOTAL_TIMEOUT:
-    raise SettingError(
-        f"DELIVERY_HTTP_CONNECT_TIMEOUT ({DELIVERY_HTTP_CONNECT_TIMEOUT:g} s) is longer than "
-        f"DELIVERY_HTTP_TOTAL_TIMEOUT ({DELIVERY_HTTP_TOTAL_TIMEOUT:g} s), which bounds the "
-        "whole send, connecting included; lower the first or raise the second."
-    )
-# Bot tokens; unset, that channel fails its rows permanently (TELEGRAM_NO_TOKEN,
-# DISCORD_NO_TOKEN) and `manage.py check` warns. The base URLs point tests at loopback.
-TELEGRAM_BOT_TOKEN = environment.text("TELEGRAM_BOT_TOKEN")
-TELEGRAM_API_BASE_URL = environment.url("TELEGRAM_API_BASE_URL", default="https://api.telegram.org")
-DISCORD_BOT_TOKEN = environment.text("DISCORD_BOT_TOKEN")
-DISCORD_API_BASE_URL = environment.url(
-    "DISCORD_API_BASE_URL", default="https://discord.com/api/v10"
-)
-# Webhooks refuse every private, loopback and link-local address (SSRF); 1 lets them reach
-# loopback, for tests and local development only.
-DELIVERY_WEBHOOK_ALLOW_LOOPBACK = environment.boolean(
-    "DELIVERY_WEBHOOK_ALLOW_LOOPBACK", default=False
-)
 # Provider rate limits (notifications/pacing.py): sends a second per account (per bot), kept
 # by every drain on every host together; 0 sends unpaced. The defaults are the providers'
 # published limits: Telegram's 30 messages a second per bot for bulk sends, and Discord's 50
