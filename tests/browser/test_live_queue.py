@@ -1,6 +1,7 @@
 """The live queue under "Try it", in Chromium: a refusal stays until its wait is over, the
 button stays where it is as the feed grows, and offline (or with the server silent) the queue
-says so in the page's language, polls less and keeps the console quiet."""
+says so in the page's language, polls less and keeps the console quiet. Each try says how
+soon a drain picked it up."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.utils import translation
 
+from notifications import worker
+from notifications.models import NotificationDelivery
 from showcases import views
+from showcases.templatetags.showcases import pickup_note
 from tests.browser.conftest import csp_violations
 
 pytestmark = pytest.mark.browser
 
 PAGE = "/showcases/workers/"
-PREFIX = {"en": "", "ru": "/ru"}
+PREFIX = {"en": "", "ru": "/ru", "de": "/de"}
 POLL_S = 2
 TRY_BUTTON = ".try-it button[type=submit]"
 WAIT = {
@@ -92,6 +97,29 @@ def top_of(page, selector: str) -> float:
     return page.eval_on_selector(
         selector, "(el) => el.getBoundingClientRect().top + window.scrollY"
     )
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("en", r"picked up in \d+\xa0(ms|s)"),
+        ("ru", r"взято в работу через \d+\xa0(мс|с)"),
+        ("de", r"nach \d+\xa0(ms|s) abgeholt"),
+    ],
+)
+def test_a_try_says_how_soon_a_drain_picked_it_up(site, page, language, said):
+    open_page(page, site, language)
+    page.click(TRY_BUTTON)
+    page.wait_for_selector("[data-feed-status=pending]")
+    assert page.locator("[data-feed-pickup]").count() == 0  # nobody has claimed it yet
+    worker.drain_once()  # committed apart from the try: a real wait between the two
+    shown = page.wait_for_selector("[data-feed-pickup]", timeout=POLL_S * 3000).text_content()
+    assert re.fullmatch(said, shown), shown
+    # The very wait the row records: from its enqueue's now() to its claim's.
+    (delivery,) = NotificationDelivery.objects.filter(channel="demo")
+    with translation.override(language):
+        assert shown == pickup_note(delivery)
+    assert csp_violations(page) == []
 
 
 def test_the_try_it_button_stays_in_place_as_the_feed_grows(site, page):
