@@ -188,3 +188,85 @@ def test_adding_channels_is_one_insert_that_skips_what_is_there(db, user):
         add_channels(notification=notification, channels=["email", "recording"])
     [insert] = [q["sql"] for q in queries.captured_queries]
     assert insert.startswith("INSERT") and insert.endswith("ON CONFLICT DO NOTHING")
+
+
+# --- Priority, send_at ------------------------------------------------------------------------
+
+
+def test_a_priority_names_the_lane_and_the_default_is_normal(db, user):
+    from notifications import outbox
+
+    urgent = send_notification(
+        user=user,
+        type="t",
+        message_key="queue.demo",
+        params={"label": "a"},
+        channels=["recording"],
+        priority="high",
+    )
+    plain = welcome(user, channels=["recording"])
+    assert urgent.deliveries.get().lane == "high"
+    assert plain.deliveries.get().lane == "normal"
+    [first, second] = outbox.claim(batch_size=2)
+    assert {first.lane, second.lane} == {"high", "normal"}
+
+
+def test_an_unknown_priority_is_refused_naming_the_known_ones(db, user):
+    with pytest.raises(ValueError, match="Unknown priority 'urgent'; known: high, normal, low"):
+        send_notification(
+            user=user,
+            type="t",
+            message_key="queue.demo",
+            params={"label": "a"},
+            channels=["recording"],
+            priority="urgent",
+        )
+    assert Notification.objects.count() == 0
+
+
+def later(user, send_at):
+    return send_notification(
+        user=user,
+        type="t",
+        message_key="queue.demo",
+        params={"label": "a"},
+        channels=["recording", "email"],
+        send_at=send_at,
+    )
+
+
+def test_send_at_holds_the_deliveries_until_then_by_the_database_clock(db, user):
+    from datetime import timedelta
+
+    from notifications import outbox
+    from tests.helpers import db_now
+
+    now = db_now()
+    notification = later(user, now + timedelta(hours=2))
+    assert {d.next_attempt_at for d in notification.deliveries.all()} == {now + timedelta(hours=2)}
+    assert outbox.claim(batch_size=10) == []
+    # Staff may send it now.
+    ids = list(notification.deliveries.values_list("pk", flat=True))
+    assert outbox.send_now(ids) == set(ids)
+    assert len(outbox.claim(batch_size=10)) == 2
+
+
+def test_a_send_at_already_past_means_now_on_the_database_clock(db, user):
+    from datetime import UTC, datetime
+
+    from tests.helpers import db_now
+
+    notification = later(user, datetime(2001, 1, 1, tzinfo=UTC))
+    assert {d.next_attempt_at for d in notification.deliveries.all()} == {db_now()}
+
+
+def test_a_naive_or_non_datetime_send_at_is_refused(db, user):
+    from datetime import date, datetime
+
+    with pytest.raises(ValueError, match="aware datetime"):
+        later(user, datetime(2030, 1, 1))  # noqa: DTZ001 - naive on purpose
+    with pytest.raises(TypeError, match="send_at must be a datetime, not date"):
+        later(user, date(2030, 1, 1))
+    with pytest.raises(TypeError):
+        later(user, "2030-01-01T00:00:00Z")
+    assert Notification.objects.count() == 0
