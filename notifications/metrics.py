@@ -215,12 +215,14 @@ class QueueCollector(Collector):
 def _depth(rows, depth) -> Iterable:
     family = GaugeMetricFamily(
         "v10r_outbox_deliveries",
-        'Deliveries per state, per channel (sent: one total, channel "").',
+        'Deliveries per state, per channel (sent and cancelled: one total each, channel "").',
         labels=["state", "channel"],
     )
     for channel, state, count in sorted(rows):
         family.add_metric([state, channel], count)
     family.add_metric(["sent", ""], depth.sent)
+    # Finished like sent, and counted the same way: a total from the state's own index.
+    family.add_metric(["cancelled", ""], depth.cancelled)
     yield family
     estimated = GaugeMetricFamily(
         "v10r_outbox_sent_is_estimate",

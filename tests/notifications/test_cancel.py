@@ -180,3 +180,16 @@ def test_four_drain_processes_and_cancels_leave_every_row_sent_or_cancelled_once
     assert not rows.filter(status=Status.CANCELLED, attempts__gt=0).exists()
     assert set(rows.filter(status=Status.SENT).values_list("attempts", flat=True)) == {1}
     assert all("fenced_off=0" in output for _, output in results)
+
+
+def test_cancelled_rows_are_counted_on_the_metrics_like_sent(client, settings, user):
+    from tests.notifications.test_metrics import TOKEN, sample, scrape
+
+    settings.METRICS_TOKEN = TOKEN
+    settings.METRICS_ALLOWED_NETWORKS = []
+    for key in ("a", "b", "c"):
+        queue(user, key)
+    cancel_notifications(key="a")
+    cancel_notifications(key="b")
+    families = scrape(client)
+    assert sample(families, "v10r_outbox_deliveries", state="cancelled", channel="") == 2
