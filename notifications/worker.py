@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
-from notifications import channels, drain, heartbeat, metrics, retention
+from notifications import channels, drain, heartbeat, metrics, retention, wakeup
 from notifications.drain import Policy, Report
 from notifications.outbox import Outcome
 from notifications.signals import outbox_idle
@@ -208,9 +208,24 @@ class Worker:
         return Tick(report, tidied)
 
     def run(self, *, stopping: threading.Event, once: bool = False) -> None:
-        """Tick every interval, at once while batches come back full, until stopping is set
-        (the current batch is always finished). A lost database is retried with a growing
-        pause; once=True ticks a single time and lets a DatabaseError through."""
+        """Tick every interval, at once while batches come back full or when an enqueue's
+        commit wakes the loop (wakeup.Listener), until stopping is set (the current batch is
+        always finished). A lost database is retried with a growing pause; once=True ticks a
+        single time and lets a DatabaseError through."""
+        listener = None if once else wakeup.Listener.from_settings()
+        try:
+            self._loop(stopping=stopping, once=once, listener=listener)
+        finally:
+            if listener is not None:
+                listener.close()
+        if not once:
+            with contextlib.suppress(DatabaseError):
+                self._tally.flush(worker=self.name)
+                heartbeat.stop(worker=self.name)
+
+    def _loop(
+        self, *, stopping: threading.Event, once: bool, listener: wakeup.Listener | None
+    ) -> None:
         failures = 0
         hurried = False
         while True:
@@ -239,12 +254,11 @@ class Worker:
             if tick.report.more_due:
                 hurried = True
                 continue  # a lane came back full: more may be due, so do not wait
-            if stopping.wait(self.interval.total_seconds()):
+            # The next tick, a wake-up (several pending are one) or stop, whichever is first.
+            # Every drain woken makes one claim; SKIP LOCKED shares the rows out among them.
+            listener.wait(self.interval.total_seconds(), stopping)
+            if stopping.is_set():
                 break
-        if not once:
-            with contextlib.suppress(DatabaseError):
-                self._tally.flush(worker=self.name)
-                heartbeat.stop(worker=self.name)
 
     def close(self) -> None:
         """Let the sender threads go, and close the connections they kept (a loop that ends,

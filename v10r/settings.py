@@ -107,6 +107,20 @@ DELIVERY_LEASE_SECONDS = environment.number(
 DELIVERY_INTERVAL_SECONDS = environment.number(
     "DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1, maximum=86_400, why="a day"
 )
+# Where the drain loop LISTENs for the wake-up that follows an enqueue's commit
+# (notifications/wakeup.py): unset, the default database's own settings; a postgres:// URL
+# straight to the server when DATABASE_URL goes through PgBouncer in transaction pooling
+# (where LISTEN hears nothing); off to poll only. It must name the same database.
+DELIVERY_LISTEN_URL = environment.text("DELIVERY_LISTEN_URL")
+if DELIVERY_LISTEN_URL.lower() == "off":
+    DELIVERY_LISTEN_URL = "off"
+elif DELIVERY_LISTEN_URL and not DELIVERY_LISTEN_URL.startswith(("postgres://", "postgresql://")):
+    # Not the value itself: it may hold a password.
+    raise SettingError(
+        "DELIVERY_LISTEN_URL is not a postgres:// URL; use postgres://USER:PASSWORD@HOST:PORT/"
+        "NAME straight to the server (not through PgBouncer), off to poll only, or unset it "
+        "to listen on the database of DATABASE_URL."
+    )
 # Past 20 sends a delivery has been retried for almost 16 hours: it is a human's to look at.
 DELIVERY_MAX_ATTEMPTS = environment.whole_number(
     "DELIVERY_MAX_ATTEMPTS",
@@ -291,6 +305,7 @@ INSTALLED_APPS = [
     "pwa",
     "jobs",
 ]
+
 # The claim's lanes (notifications/lanes.py), in claim order by rank: send_notification's
 # priority names one, "normal" when it names none. "cap" bounds a lane's rows per batch (None:
 # what the higher lanes left). `manage.py check` holds it to its rules (notifications.E010-E015).
