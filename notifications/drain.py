@@ -26,7 +26,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError
 
-from notifications import catalogue, channels, outbox
+from notifications import catalogue, channels, outbox, pacing
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing
 from notifications.models import OUTCOMES, ChannelAddress, DatabaseNow, Recipient, Status
 from notifications.outbox import ClaimedDelivery, Outcome
@@ -166,6 +166,7 @@ def drain(
         max_attempts=max_attempts,
         deadline=deadline,
         unsent=unsent,
+        report=report,
     )
     for finished in sends:
         if finished is not None:
@@ -176,7 +177,8 @@ def drain(
     if writer.error is not None:
         raise writer.error
     if unsent:
-        report.released = len(outbox.release(unsent))
+        # += : _send_all has counted the rows pacing handed back for later.
+        report.released += len(outbox.release(unsent))
     return report
 
 
@@ -378,24 +380,48 @@ def _send_all(
     max_attempts: int,
     deadline: float | None,
     unsent: list[ClaimedDelivery],
+    report: Report | None = None,
 ):
     """Yield each Finished send as they finish, concurrency at a time on pool (or, with a
     concurrency of 1, on this thread).
 
     While sends are out and none finishes, yield None every FLUSH_EVERY, so the caller can
     write what has finished without waiting for the slowest send of the batch. With a
-    deadline (time.monotonic()), a send that could outlast it is not started: its delivery
-    goes to unsent instead.
+    deadline (time.monotonic()), a send that could outlast it, its wait for a slot included,
+    is not started: its delivery goes to unsent instead.
+
+    Paced channels (Channel.pace) first reserve their slots, one reserve() per key for the
+    batch (notifications/pacing.py); each send waits for its slot on its sender thread. The
+    rows past pacing.HORIZON go back to the queue until about when the key is free (counted
+    in report.released). A 429 holds the key for its Retry-After, for every drain: this
+    drain's senders start none of its remaining sends (they go to unsent), and this thread
+    writes the hold, since only it talks to the database.
     """
+    holds: queue.SimpleQueue = queue.SimpleQueue()  # (key, seconds) from the senders' 429s
+    paused: dict[str, float] = {}  # key -> time.monotonic() before which none is started
 
-    def send(delivery: ClaimedDelivery, channel: Channel, outgoing: Outgoing):
-        if (
-            deadline is not None
-            and time.monotonic() + channel.worst_case.total_seconds() > deadline
-        ):
+    def send(delivery, channel, outgoing, start: float | None = None, key: str | None = None):
+        wait = 0.0 if start is None else max(start - time.monotonic(), 0.0)
+        worst = channel.worst_case.total_seconds()
+        if deadline is not None and time.monotonic() + wait + worst > deadline:
             return _NotStarted(delivery)
-        return _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
+        if key is not None:
+            if wait:
+                time.sleep(wait)
+            if paused.get(key, 0.0) > time.monotonic():
+                return _NotStarted(delivery)
 
+        def throttled(exc: ChannelError) -> None:
+            seconds = exc.retry_after.total_seconds() if exc.retry_after else 1.0
+            if key is not None:
+                paused[key] = max(paused.get(key, 0.0), time.monotonic() + seconds)
+                holds.put((key, seconds))
+
+        return _send_one(
+            delivery, channel, outgoing, max_attempts=max_attempts, throttled=throttled
+        )
+
+    ready = _paced(ready, deadline=deadline, unsent=unsent, report=report)
     # A local send finishes at once: handing it to a thread would cost more than the send.
     here = [item for item in ready if item[1].local]
     away = [item for item in ready if not item[1].local]
@@ -405,10 +431,39 @@ def _send_all(
     else:
         results = _on_senders(pool, away, send, concurrency=concurrency, here=here)
     for result in results:
+        while not holds.empty():
+            key, seconds = holds.get()
+            try:
+                pacing.hold(key, seconds=seconds)
+            except DatabaseError as exc:
+                logger.warning("could not hold %s for %g s: %s", key, seconds, exc)
         if isinstance(result, _NotStarted):
             unsent.append(result.delivery)
         else:
             yield result
+
+
+def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None) -> list:
+    """ready in the order to send it, each paced item with its slot (start, key); the items
+    not granted a slot are handed back to the queue here, or go to unsent."""
+    horizon = pacing.HORIZON
+    if deadline is not None:
+        horizon = min(horizon, max(deadline - time.monotonic(), 0.0))
+    timed, refused = pacing.schedule(ready, pace_of=lambda item: item[1].pace(), horizon=horizon)
+    for refusal in refused:
+        deliveries = [item[0] for item in refusal.items]
+        if refusal.delay is None:  # the database did not answer: drain() tries once more
+            unsent.extend(deliveries)
+            continue
+        try:
+            back = outbox.release(deliveries, delay=min(refusal.delay, 86_400))
+        except DatabaseError as exc:
+            logger.warning("could not hand back %d rows: %s", len(deliveries), exc)
+            unsent.extend(deliveries)
+            continue
+        if report is not None:
+            report.released += len(back)
+    return [item if key is None else (*item, start, key) for item, start, key in timed]
 
 
 def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int, here: list):
@@ -448,11 +503,19 @@ def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int
 
 
 def _send_one(
-    delivery: ClaimedDelivery, channel: Channel, outgoing: Outgoing, *, max_attempts: int
+    delivery: ClaimedDelivery,
+    channel: Channel,
+    outgoing: Outgoing,
+    *,
+    max_attempts: int,
+    throttled=None,
 ) -> Finished:
+    """Send one delivery and say what became of it; throttled(exc) is told of a 429."""
     try:
         result = channel.send(outgoing)
     except ChannelError as exc:
+        if exc.throttled and throttled is not None:
+            throttled(exc)
         outcome = Outcome.failure(
             delivery,
             code=exc.code,
@@ -460,6 +523,8 @@ def _send_one(
             retryable=exc.retryable,
             retry_after=exc.retry_after,
             max_attempts=max_attempts,
+            # A 429 re-queues the row without spending a send (outbox.Outcome.throttle).
+            throttled=exc.throttled,
         )
         return Finished(delivery, outcome, exc.deactivate_address)
     except Exception as exc:

@@ -1,0 +1,200 @@
+"""Pacing in the drain: paced sends wait for their slots, the rows past the horizon go back
+unspent, the deadline counts the wait, and a provider's 429 pauses every drain; through a
+loopback Telegram that allows 30 sends a second, and one that allows none."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from notifications import channels, worker
+from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from notifications.models import ChannelAddress, NotificationDelivery, ProviderRate, Status
+from tests.helpers import counts, database_url, make_deliveries, poll, start_drain, stop
+from tests.ratepeer import RateLimitedTelegram
+
+TOKEN = "123456:pacing-token"
+
+
+class TimedChannel(Channel):
+    """Sends at once, and remembers when each send started."""
+
+    name = "timed"
+    address_source = AddressSource.NONE
+    started: list[float] = []
+    lock = threading.Lock()
+
+    @property
+    def worst_case(self) -> timedelta:
+        return timedelta(seconds=1)
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        with self.lock:
+            type(self).started.append(time.monotonic())
+        return SendResult(provider_message_id=f"timed-{outgoing.delivery_id}")
+
+
+class ThrottlingChannel(TimedChannel):
+    """A provider past its rate: every send is a 429 asking for three seconds' pause."""
+
+    name = "throttling"
+
+    def send(self, outgoing: Outgoing) -> SendResult:
+        super().send(outgoing)
+        raise ChannelError(
+            "HTTP_429",
+            "429 Too Many Requests",
+            retryable=True,
+            retry_after=timedelta(seconds=3),
+            throttled=True,
+        )
+
+
+@pytest.fixture
+def paced(settings):
+    """The two channels above registered, and paced at the rates the test sets."""
+    settings.DELIVERY_CHANNELS = {
+        **settings.DELIVERY_CHANNELS,
+        **{c.name: f"{__name__}.{c.__qualname__}" for c in (TimedChannel, ThrottlingChannel)},
+    }
+    TimedChannel.started = []
+    ThrottlingChannel.started = []
+    settings.DELIVERY_PROVIDER_RATES = {}
+    yield settings.DELIVERY_PROVIDER_RATES
+
+
+def seconds_until_next_slot(key: str) -> float:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM next_slot_at - clock_timestamp())"
+            " FROM notifications.provider_rates WHERE key = %s",
+            [key],
+        )
+        return float(cursor.fetchone()[0])
+
+
+def test_a_paced_channel_starts_its_sends_its_rate_apart(db, user, paced):
+    paced["timed"] = 20.0
+    make_deliveries(user, 10, channel="timed")
+    began = time.monotonic()
+    report = worker.drain_once(batch_size=10, concurrency=16)
+    assert report.sent == 10
+    # 16 sender threads were free to send all ten at once; none started before its slot,
+    # 1/19 s apart (1/20 with pacing.HEADROOM) from the drain's reservation on.
+    late = [at - began - i / 19 for i, at in enumerate(sorted(TimedChannel.started))]
+    assert min(late) >= 0, late
+    assert ProviderRate.objects.get().key == "timed"
+
+
+def test_rows_past_the_horizon_go_back_for_later_with_no_send_spent(db, user, paced):
+    paced["timed"] = 5.0
+    ids = make_deliveries(user, 25, channel="timed")
+    report = worker.drain_once(batch_size=25)
+    # Slots 1/(5 × HEADROOM) = 0.21 s apart from 0: ten within the two seconds' horizon.
+    assert (report.sent, report.released) == (10, 15)
+    back = NotificationDelivery.objects.filter(pk__in=ids, status=Status.PENDING)
+    assert back.count() == 15
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT min(extract(epoch FROM next_attempt_at - now())), bool_and(attempts ="
+            " attempt_base) FROM notifications.notification_deliveries WHERE status = 'pending'"
+        )
+        wait, unspent = cursor.fetchone()
+    # Due again about when the key's next slot comes (2.1 s on), their claim not counted.
+    assert 1.5 < wait < 2.5 and unspent
+
+
+def test_the_deadline_counts_the_wait_for_a_slot(db, user, paced):
+    paced["timed"] = 2.0
+    make_deliveries(user, 6, channel="timed")
+    # Slots at 0, 0.53, 1.05 and 1.58 s fit in the budget; a send takes up to a second, so
+    # only the first two can finish within 1.6 s. The rest go back to the queue.
+    report = worker.drain_once(batch_size=6, budget=timedelta(seconds=1.6))
+    assert (report.sent, report.released) == (2, 4)
+    assert len(TimedChannel.started) == 2
+    assert counts() == {Status.SENT: 2, Status.PENDING: 4}
+
+
+def test_a_429_holds_the_key_for_every_drain_and_stops_this_batch(db, user, paced):
+    paced["throttling"] = 10.0
+    [first, *others] = make_deliveries(user, 3, channel="throttling")
+    report = worker.drain_once(batch_size=3, concurrency=4)
+    # The first send met the 429; the two slotted after it were not started, and went back.
+    assert len(ThrottlingChannel.started) == 1
+    assert report.released == 2
+    # Every drain's next slot under the key is the Retry-After away.
+    assert 2.5 < seconds_until_next_slot("throttling") <= 3.0
+    rows = NotificationDelivery.objects.order_by("pk")
+    throttled = [r for r in rows if r.error_code == "THROTTLED"]
+    assert len(throttled) == 1
+    assert (throttled[0].status, throttled[0].throttles) == (Status.PENDING, 1)
+    assert all(r.attempts == r.attempt_base for r in rows)  # no send spent by any of them
+
+
+@pytest.fixture
+def telegram(settings, user):
+    """The Telegram channel wired to a RateLimitedTelegram the test makes with peer(...)."""
+    made: list[RateLimitedTelegram] = []
+
+    def peer(**options) -> RateLimitedTelegram:
+        made.append(RateLimitedTelegram(token=TOKEN, **options))
+        settings.TELEGRAM_BOT_TOKEN = TOKEN
+        settings.TELEGRAM_API_BASE_URL = made[-1].base_url
+        channels._load.cache_clear()
+        return made[-1]
+
+    ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    yield peer
+    channels._load.cache_clear()
+    for one in made:
+        one.stop()
+
+
+def test_a_telegram_that_only_answers_429_ends_rows_dead_with_their_sends_unspent(
+    transactional_db, user, settings, telegram
+):
+    settings.DELIVERY_MAX_THROTTLES = 3
+    peer = telegram(rate=0, retry_after=0.05)
+    ids = make_deliveries(user, 2, channel="telegram")
+
+    def drained() -> bool:
+        worker.drain_once(batch_size=2)
+        return counts() == {Status.DEAD: 2}
+
+    assert poll(drained, seconds=30, every=0.05), counts()
+    for row in NotificationDelivery.objects.filter(pk__in=ids):
+        assert (row.error_code, row.throttles) == ("THROTTLED", 3)
+        assert row.attempts - row.attempt_base == 0  # all five sends still to spend
+    assert len(peer.throttled_at) == 6 and peer.accepted_at == []
+
+
+def test_two_drain_processes_through_a_telegram_allowing_30_a_second_see_few_429s(
+    transactional_db, user, telegram, smtp_server
+):
+    """Unpaced, 2 × 16 sender threads on loopback send far past 30 a second: the peer
+    answers most of them 429. Paced by the shared slots, nearly none."""
+    peer = telegram(rate=30)
+    make_deliveries(user, 150, channel="telegram")
+    env = {
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_API_BASE_URL": peer.base_url,
+        "V10R_CHANNELS": "email,telegram,demo",
+    }
+    drains = [
+        start_drain(
+            "--batch-size", "25", url=database_url(), smtp_port=smtp_server.port, extra_env=env
+        )
+        for _ in range(2)
+    ]
+    try:
+        done = poll(lambda: counts() == {Status.SENT: 150}, seconds=90, every=0.5)
+    finally:
+        results = [stop(d) for d in drains]
+    assert done, (counts(), results[0][1][-2000:])
+    assert len(peer.accepted_at) == 150
+    assert len(peer.throttled_at) <= 3, peer.summary()
+    assert all("claimed=" in output for _, output in results)
