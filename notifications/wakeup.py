@@ -83,20 +83,32 @@ class _Waker:
             self.wanted.clear()
             with self._progress:
                 asked = self._asked
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
-                connected = True
-                self.sent += 1
-            except Exception as exc:
-                # A database error, or pytest-django's RuntimeError once a test is over: the
-                # drains find the rows on their next poll.
-                logger.warning("could not wake the drains (%s); they poll for the rows", exc)
-                _close_quietly()
-                connected = False
+            connected = self._send(reused=connected)
             with self._progress:
                 self._answered = asked
                 self._progress.notify_all()
+
+    def _send(self, *, reused: bool) -> bool:
+        """Send one NOTIFY; whether the connection is open after it. A kept connection the
+        server has dropped since is retried once on a new one."""
+        for retry_left in (True, False) if reused else (False,):
+            try:
+                _notify()
+            except Exception as exc:
+                # A database error, or pytest-django's RuntimeError once a test is over: the
+                # drains find the rows on their next poll.
+                _close_quietly()
+                if not retry_left:
+                    logger.warning("could not wake the drains (%s); they will poll", exc)
+            else:
+                self.sent += 1
+                return True
+        return False
+
+
+def _notify() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
 
 
 def _close_quietly() -> None:

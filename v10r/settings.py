@@ -105,7 +105,7 @@ DELIVERY_LEASE_SECONDS = environment.number(
     "DELIVERY_LEASE_SECONDS", default=300.0, minimum=1, maximum=86_400, why="a day"
 )
 DELIVERY_INTERVAL_SECONDS = environment.number(
-    "DELIVERY_INTERVAL_SECONDS", default=15.0, minimum=0.1, maximum=86_400, why="a day"
+    "DELIVERY_INTERVAL_SECONDS", default=2.0, minimum=0.1, maximum=86_400, why="a day"
 )
 # Where the drain loop LISTENs for the wake-up that follows an enqueue's commit
 # (notifications/wakeup.py): unset, the default database's own settings; a postgres:// URL

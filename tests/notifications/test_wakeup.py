@@ -211,3 +211,35 @@ def test_the_listen_url_is_read_as_given_or_off(monkeypatch):
     direct = "postgres://v10r:secret@db.internal:5432/v10r"
     assert read_settings(monkeypatch, DELIVERY_LISTEN_URL=direct)["DELIVERY_LISTEN_URL"] == direct
     assert read_settings(monkeypatch, DELIVERY_LISTEN_URL="OFF")["DELIVERY_LISTEN_URL"] == "off"
+
+
+def test_the_waking_thread_wakes_on_a_new_connection_when_the_server_dropped_its_own(
+    transactional_db, monkeypatch
+):
+    params = {k: v for k, v in wakeup.listen_params().items() if k != "application_name"}
+    # Its connection kept for the test's length, however slow the machine.
+    monkeypatch.setattr(wakeup, "IDLE_SECONDS", 60)
+    try:
+        with psycopg.connect(**params) as ear:
+            ear.execute(f"LISTEN {wakeup.CHANNEL}")
+            wakeup.request_wake()
+            assert wakeup.waker().flush(timeout=10)
+            assert len(list(ear.notifies(timeout=PROMPTLY, stop_after=1))) == 1
+            with connection.cursor() as cursor:
+                ours = [connection.connection.info.backend_pid, ear.info.backend_pid]
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND backend_type = 'client backend'"
+                    " AND pid <> ALL(%s)",
+                    [ours],
+                )
+                assert cursor.rowcount == 1  # the waking thread's, kept since its NOTIFY
+            wakeup.request_wake()
+            assert wakeup.waker().flush(timeout=10)
+            heard = list(ear.notifies(timeout=PROMPTLY, stop_after=1))
+    finally:
+        # Back to closing once idle: the test database is dropped at the end.
+        monkeypatch.undo()
+        wakeup.request_wake()
+        wakeup.waker().flush(timeout=10)
+    assert [n.channel for n in heard] == [wakeup.CHANNEL]

@@ -52,7 +52,9 @@ class Command(BaseCommand):
             "--interval",
             type=bounded(float, low=0.1, high=86_400),
             default=settings.DELIVERY_INTERVAL_SECONDS,
-            help="Seconds between ticks (default %(default)s).",
+            help="Seconds between ticks when no wake-up comes: a committed delivery wakes "
+            "the loop at once (DELIVERY_LISTEN_URL), the tick finds retries that come due "
+            "and rows whose wake-up was lost (default %(default)s).",
         )
         parser.add_argument(
             "--lease",
