@@ -4,12 +4,20 @@ the database's clock, one statement at a time."""
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 
 from notifications import pacing
+from notifications.channels import http
+from notifications.channels.base import Pace
+from notifications.channels.discord import DiscordChannel
+from notifications.channels.email import EmailChannel
+from notifications.channels.telegram import TelegramChannel
 from notifications.models import ProviderRate
+from tests.v10r.test_settings import read_settings
+from v10r.environment import SettingError
 
 
 def next_slot(key: str) -> float:
@@ -120,3 +128,53 @@ def test_reserve_refuses_a_bad_key_or_rate(db, key, rate):
 def test_hold_refuses_a_negative_pause(db):
     with pytest.raises(ValueError):
         pacing.hold("k", seconds=-1)
+
+
+def test_each_bot_is_a_budget_of_its_own_named_without_its_token(settings):
+    one = TelegramChannel(token="111:first-secret").pace()
+    two = TelegramChannel(token="222:second-secret").pace()
+    assert one.rate == 30.0 and one.key.startswith("telegram:")
+    assert one.key != two.key
+    assert "secret" not in one.key and "111" not in one.key
+    assert DiscordChannel(token="111:first-secret").pace().rate == 25.0
+    # A channel without a token sends nothing; email and webhooks are unpaced by default.
+    assert TelegramChannel(token="").pace() is None
+    assert EmailChannel().pace() is None
+    settings.DELIVERY_PROVIDER_RATES = {**settings.DELIVERY_PROVIDER_RATES, "telegram": 0}
+    assert TelegramChannel(token="111:first-secret").pace() is None
+    settings.DELIVERY_PROVIDER_RATES = {**settings.DELIVERY_PROVIDER_RATES, "email": 2.5}
+    assert EmailChannel().pace() == Pace(key="email", rate=2.5)
+
+
+def test_the_rates_are_read_once_from_the_environment_within_bounds(monkeypatch):
+    read = read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="12.5", DELIVERY_RATE_WEBHOOK="3")
+    assert read["DELIVERY_PROVIDER_RATES"] == {
+        "telegram": 12.5,
+        "discord": 25.0,
+        "email": 0.0,
+        "webhook": 3.0,
+    }
+    with pytest.raises(SettingError, match="^DELIVERY_RATE_DISCORD='-1' must be at least 0"):
+        read_settings(monkeypatch, DELIVERY_RATE_DISCORD="-1")
+    with pytest.raises(SettingError, match="^DELIVERY_RATE_TELEGRAM='fast' is not a number"):
+        read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="fast")
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "throttled", "wait"),
+    [
+        (429, {"Retry-After": "3"}, b"", True, 3),
+        # Telegram's own field, and Discord's, when there is no header.
+        (429, {}, b'{"ok": false, "parameters": {"retry_after": 7}}', True, 7),
+        (429, {}, b'{"message": "rate limited", "retry_after": 2.5}', True, 2.5),
+        # A 503's Retry-After is the server's own trouble, not our rate.
+        (503, {"Retry-After": "4"}, b"", False, 4),
+    ],
+)
+def test_only_a_429_is_throttled(status, headers, body, throttled, wait):
+    response = http.Response(
+        status=status, reason="", headers=headers, body=body, complete=True, seconds=0.01
+    )
+    error = http.classify(response, peer=http.Peer.TELEGRAM, now=datetime.now(UTC))
+    assert (error.throttled, error.retryable) == (throttled, True)
+    assert error.retry_after.total_seconds() == wait
