@@ -232,12 +232,12 @@ def clear_limits(url: str) -> None:
 class App(Server):
     """gunicorn from a given checkout, with that checkout's deploy/gunicorn.conf.py."""
 
-    def __init__(self, tree: Path, env: dict[str, str]) -> None:
+    def __init__(self, tree: Path, env: dict[str, str], *, wsgi: str = "v10r.wsgi") -> None:
         super().__init__("v10r-lane-cpu-")
         self.env = env | {"GUNICORN_BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": "2"}
         config = tree / "deploy" / "gunicorn.conf.py"
         # --chdir puts the checkout first on sys.path, ahead of this tree's editable install.
-        args = [str(GUNICORN), "--chdir", str(tree), "-c", str(config), "v10r.wsgi"]
+        args = [str(GUNICORN), "--chdir", str(tree), "-c", str(config), wsgi]
         self.start(args, env=self.env, seconds=90)
 
 

@@ -9,7 +9,10 @@ the 19 MB multipart body in turns to:
   body, then drops the body unparsed (core/middleware.py);
 - /zz/showcases/workers/analyse/, inside the same nginx location (so nginx takes 20 MB there
   too) but no page of the app's (zz is no language of the site's): Django answers 404 and
-  never reads the body.
+  never reads the body;
+- the same path on bench/carry_wsgi.py, an application of a few lines under the same gunicorn
+  configuration that reads the whole body and drops it: what carrying the bytes costs, the
+  floor under any answer after which the connection carries the next request.
 
 Each post is on a fresh connection to nginx, as a browser's upload would be, with a CSRF
 cookie and header, as the page sends them. For each: the median, over --requests posts, of
@@ -43,7 +46,7 @@ sys.path.insert(0, str(BASE_DIR))
 
 from bench import lane_cpu  # noqa: E402
 from bench.database import server_url  # noqa: E402 - after sys.path
-from bench.lane_cpu import DATABASE, prepare, start_app, workers_of  # noqa: E402
+from bench.lane_cpu import DATABASE, App, prepare, start_app, workers_of  # noqa: E402
 from bench.report import print_table  # noqa: E402
 from tests.deploy.servers import Nginx, nginx_executable  # noqa: E402
 
@@ -51,6 +54,7 @@ ANALYSE = "/showcases/workers/analyse/"
 NOWHERE = "/zz/showcases/workers/analyse/"
 CLIENT = "127.0.0.9"
 PHOTO_BYTES = 19 * 2**20
+CARRY = "bench/carry_wsgi.py"
 
 
 def body() -> bytes:
@@ -119,8 +123,12 @@ def main() -> int:
     url = urlunsplit(urlsplit(server_url())._replace(path=f"/{DATABASE}"))
     env = prepare(url)
     data = body()
-    cases = [("refused (429)", "this tree", ANALYSE), ("reads nothing (404)", "this tree", NOWHERE)]
-    trees = {"this tree": BASE_DIR}
+    cases = [
+        ("refused (429)", "this tree", ANALYSE),
+        ("reads nothing (404)", "this tree", NOWHERE),
+        ("carries the body (404)", CARRY, ANALYSE),
+    ]
+    trees = {"this tree": BASE_DIR, CARRY: BASE_DIR}
     if args.base:
         trees[str(args.base)] = args.base.resolve()
         cases.append(("refused (429)", str(args.base), ANALYSE))
@@ -129,7 +137,11 @@ def main() -> int:
     with contextlib.ExitStack() as cleanup:
         stacks = {}
         for name, tree in trees.items():
-            app = start_app(tree, env, cleanup=cleanup, prefix="v10r-refused-upload-static-")
+            if name == CARRY:
+                app = App(tree, env, wsgi="bench.carry_wsgi:application")
+                cleanup.callback(app.stop)
+            else:
+                app = start_app(tree, env, cleanup=cleanup, prefix="v10r-refused-upload-static-")
             # One nginx process, so the CPU read is that of the one that served.
             proxy = Nginx(
                 app.port,
