@@ -43,8 +43,9 @@ HEADROOM = 0.95
 # The row is locked first (FOR UPDATE waits for, then sees, a concurrent reservation), so
 # `plan` is computed from the latest next_slot_at and the RETURNING says what was granted.
 # ON CONFLICT computes the same from the row it meets: they differ only when the key's first
-# row was inserted by another drain between the lock and the insert (then `had_row` is false
-# and the row was not inserted by this statement), which reserve() counts as nothing granted.
+# row was inserted by another drain between the lock and the insert (then `old` is empty and
+# the row was not inserted by this statement), which reserve() counts as nothing granted.
+# ENSURE_SQL makes the row once per key and process beforehand, so that hardly happens.
 RESERVE_SQL = """
 WITH old AS (
     SELECT next_slot_at FROM notifications.provider_rates WHERE key = %(key)s FOR UPDATE
@@ -80,6 +81,15 @@ RETURNING (SELECT extract(epoch FROM first - now) FROM plan),
           EXISTS (SELECT 1 FROM old) OR r.xmax = 0
 """.strip()
 
+ENSURE_SQL = """
+INSERT INTO notifications.provider_rates (key, next_slot_at, updated_at)
+VALUES (%(key)s, clock_timestamp(), clock_timestamp())
+ON CONFLICT (key) DO NOTHING
+""".strip()
+
+# The keys this process has made sure have a row (rows are never deleted).
+_known: set[str] = set()
+
 HOLD_SQL = """
 INSERT INTO notifications.provider_rates AS r (key, next_slot_at, updated_at)
 SELECT %(key)s, now + make_interval(secs => %(seconds)s), now
@@ -109,6 +119,9 @@ def reserve(key: str, *, rate: float, count: int, horizon: float = HORIZON) -> R
         return Reservation(starts=[], next_free=0.0)
     params = {"key": key, "rate": float(rate), "count": count, "horizon": max(horizon, 0.0)}
     with connection.cursor() as cursor:
+        if key not in _known:
+            cursor.execute(ENSURE_SQL, {"key": key})
+            _known.add(key)
         cursor.execute(RESERVE_SQL, params)
         first, granted, next_free, planned = cursor.fetchone()
     first, next_free = float(first), max(float(next_free), 0.0)

@@ -117,6 +117,27 @@ def test_concurrent_drains_never_share_a_slot(transactional_db):
     assert next_slot("shared") - before == pytest.approx(sum(granted) / rate, abs=0.001)
 
 
+def test_drains_first_using_a_key_at_once_are_each_granted_their_slots(transactional_db):
+    """Two first reservations of a key racing to insert its row could not say what the loser
+    was granted (it would get none); the row is made first, so every one is granted."""
+    barrier = threading.Barrier(8)
+    granted: list[int] = []
+
+    def drain() -> None:
+        try:
+            barrier.wait()
+            granted.append(len(pacing.reserve("first-use", rate=10, count=3, horizon=600).starts))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=drain) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert granted == [3] * 8
+
+
 @pytest.mark.parametrize(
     ("key", "rate"), [("", 1.0), ("x" * 201, 1.0), ("k", 0.0), ("k", float("inf"))]
 )
