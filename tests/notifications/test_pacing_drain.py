@@ -172,11 +172,16 @@ def test_a_telegram_that_only_answers_429_ends_rows_dead_with_their_sends_unspen
     assert len(peer.throttled_at) == 6 and peer.accepted_at == []
 
 
+@pytest.mark.parametrize("through", ["postgresql", "pgbouncer"])
 def test_two_drain_processes_through_a_telegram_allowing_30_a_second_see_few_429s(
-    transactional_db, user, telegram, smtp_server
+    transactional_db, request, through, user, telegram, smtp_server
 ):
     """Unpaced, 2 × 16 sender threads on loopback send far past 30 a second: the peer
-    answers most of them 429. Paced by the shared slots, nearly none."""
+    answers most of them 429. Paced by the shared slots, nearly none; and the same through
+    PgBouncer in transaction pooling, since pacing keeps nothing in a session."""
+    url = database_url()
+    if through == "pgbouncer":
+        url = request.getfixturevalue("pgbouncer").url(connection.settings_dict["NAME"])
     peer = telegram(rate=30)
     make_deliveries(user, 150, channel="telegram")
     env = {
@@ -185,9 +190,7 @@ def test_two_drain_processes_through_a_telegram_allowing_30_a_second_see_few_429
         "V10R_CHANNELS": "email,telegram,demo",
     }
     drains = [
-        start_drain(
-            "--batch-size", "25", url=database_url(), smtp_port=smtp_server.port, extra_env=env
-        )
+        start_drain("--batch-size", "25", url=url, smtp_port=smtp_server.port, extra_env=env)
         for _ in range(2)
     ]
     try:
