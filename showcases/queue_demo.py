@@ -164,6 +164,8 @@ def explain(delivery: NotificationDelivery, *, loop: LoopStatus, max_attempts: i
             "n": sends,
             "reason": _reason(delivery),
         }
+    if shown == ShownStatus.CANCELLED:
+        return _("Cancelled before a drain loop sent it; it will not be sent.")
     if shown == ShownStatus.DEAD:
         return ngettext(
             "Given up after %(n)d failed send: %(reason)s.",

@@ -1,4 +1,5 @@
-"""Notifications and deliveries, read-only: what staff look through."""
+"""Notifications and deliveries: what staff look through, and the deliveries' Send now and
+Cancel (schedule.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from notifications.admin.lists import (
     BoundedCountPaginator,
     ChannelFilter,
     CreatedFilter,
+    LaneFilter,
     ReadOnlyAdmin,
     StatusFilter,
 )
+from notifications.admin.schedule import ScheduleMixin, is_scheduled, moment
 from notifications.admin.wording import Worded
 from notifications.models import (
+    DatabaseNow,
     Notification,
     NotificationDelivery,
 )
@@ -62,7 +66,7 @@ class NotificationAdmin(Worded, ReadOnlyAdmin):
     inlines = [DeliveryInline]
 
 
-class DeliveryAdmin(Worded, ReadOnlyAdmin):
+class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
     list_title = _("Select a delivery to view")
     view_title = _("View delivery")
     search_title = _("Search deliveries")
@@ -71,14 +75,16 @@ class DeliveryAdmin(Worded, ReadOnlyAdmin):
     list_display = (
         "created_at",
         "channel",
+        "lane",
         "notification_type",
         "title",
         "status_badge",
         "attempts",
-        "next_attempt_at",
+        "next_attempt",
         "error_code",
     )
-    list_filter = (StatusFilter, ChannelFilter, ("created_at", CreatedFilter))
+    list_filter = (StatusFilter, ChannelFilter, LaneFilter, ("created_at", CreatedFilter))
+    actions = ["send_now_selected", "cancel_selected"]
     search_fields = ("notification id, recipient or error code",)  # see get_search_results
     search_help_text = _(
         "A notification id, an error code (HTTP_503), or part of a recipient's username or email."
@@ -91,10 +97,12 @@ class DeliveryAdmin(Worded, ReadOnlyAdmin):
     readonly_fields = (
         "notification",
         "channel",
+        "lane",
         "status",
         "attempts",
         "attempt_base",
-        "next_attempt_at",
+        "throttles",
+        "next_attempt",
         "attempted_at",
         "sent_at",
         "provider_message_id",
@@ -102,6 +110,10 @@ class DeliveryAdmin(Worded, ReadOnlyAdmin):
         "error_message",
         "created_at",
     )
+
+    def get_queryset(self, request):
+        # The database's clock, read with the rows: what "scheduled" is measured against.
+        return super().get_queryset(request).annotate(db_now=DatabaseNow())
 
     def get_search_results(self, request, queryset, search_term):
         """Search one thing at a time, each through its own index.
@@ -135,6 +147,13 @@ class DeliveryAdmin(Worded, ReadOnlyAdmin):
             params=notification.message_params,
             language=get_language(),
         ).subject
+
+    @admin.display(description=_("next attempt"), ordering="next_attempt_at")
+    def next_attempt(self, delivery):
+        """When a drain may next claim it; for a row its sender scheduled, said so."""
+        if is_scheduled(delivery, delivery.db_now):
+            return _("scheduled for %(when)s") % {"when": moment(delivery.next_attempt_at)}
+        return moment(delivery.next_attempt_at)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, delivery):

@@ -197,3 +197,20 @@ def test_a_row_claimed_again_shows_no_pickup_its_first_claims_time_is_gone(clien
     (delivery,) = NotificationDelivery.objects.filter(channel="demo")
     assert delivery.attempts == 2
     assert pickup_in(client) == []
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("en", "Cancelled before a drain loop sent it; it will not be sent."),
+        ("ru", "Отменено до того, как цикл обработки его отправил; отправлено не будет."),
+        ("de", "Storniert, bevor eine Versandschleife es gesendet hat; es wird nicht gesendet."),
+    ],
+)
+def test_a_row_staff_cancelled_says_so_not_that_it_will_be_retried(language, said):
+    from notifications import outbox
+
+    delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
+    assert outbox.cancel([delivery.pk]) == {delivery.pk}
+    with translation.override(language):
+        assert note(row(delivery.notification)) == said
