@@ -234,6 +234,7 @@ class Worker:
             if not hurried:
                 close_old_connections()
             hurried = False
+            began = time.monotonic()
             try:
                 tick = self.tick()
             except DatabaseError as exc:
@@ -254,9 +255,12 @@ class Worker:
             if tick.report.more_due:
                 hurried = True
                 continue  # a lane came back full: more may be due, so do not wait
-            # The next tick, a wake-up (several pending are one) or stop, whichever is first.
-            # Every drain woken makes one claim; SKIP LOCKED shares the rows out among them.
-            listener.wait(self.interval.total_seconds(), stopping)
+            # The next tick (an interval after this one began, so a row found by polling
+            # waits at most the interval, not the interval and a tick), a wake-up (several
+            # pending are one) or stop, whichever is first. Every drain woken makes one
+            # claim; SKIP LOCKED shares the rows out among them.
+            left = began + self.interval.total_seconds() - time.monotonic()
+            listener.wait(max(left, 0.0), stopping)
             if stopping.is_set():
                 break
 
