@@ -162,13 +162,25 @@ def check_sender(app_configs=None, **kwargs):
     return []
 
 
+LANES_HINT = "DELIVERY_LANES in the settings: {name: {'rank': int, 'cap': int or None}}."
+# One id per kind of problem (notifications/lanes.py names the kinds), each written once.
+LANE_ERRORS = {
+    lanes.NOT_A_MAPPING: lambda m: Error(m, hint=LANES_HINT, id="notifications.E010"),
+    lanes.BAD_NAME: lambda m: Error(m, hint=LANES_HINT, id="notifications.E011"),
+    lanes.BAD_RANK: lambda m: Error(m, hint=LANES_HINT, id="notifications.E012"),
+    lanes.BAD_CAP: lambda m: Error(m, hint=LANES_HINT, id="notifications.E013"),
+    lanes.TOO_MANY: lambda m: Error(m, hint=LANES_HINT, id="notifications.E014"),
+    lanes.NO_DEFAULT: lambda m: Error(m, hint=LANES_HINT, id="notifications.E015"),
+}
+
+
 @register()
 def check_lanes(app_configs=None, **kwargs):
     """DELIVERY_LANES is written into the claim's SQL once, at start-up: a lane it could not
     claim, or two it could not order, stops start-up instead."""
     return [
-        Error(message, hint="See DELIVERY_LANES in the settings.", id=check_id)
-        for check_id, message in lanes.problems(getattr(settings, "DELIVERY_LANES", None))
+        LANE_ERRORS[kind](message)
+        for kind, message in lanes.problems(getattr(settings, "DELIVERY_LANES", None))
     ]
 
 

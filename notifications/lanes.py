@@ -44,14 +44,19 @@ def names() -> list[str]:
     return [lane.name for lane in configured()]
 
 
-# The system check ids of each kind of problem (notifications/checks.py reports them).
+# The kinds of problem (notifications/checks.py gives each a system check id of its own).
 NOT_A_MAPPING, BAD_NAME, BAD_RANK, BAD_CAP, TOO_MANY, NO_DEFAULT = (
-    f"notifications.E0{n}" for n in range(10, 16)
+    "not a mapping",
+    "bad name",
+    "bad rank",
+    "bad cap",
+    "too many",
+    "no default",
 )
 
 
 def problems(lanes: Any) -> list[tuple[str, str]]:
-    """What is wrong with a DELIVERY_LANES value: (check id, in words) each; empty: nothing."""
+    """What is wrong with a DELIVERY_LANES value: (kind, in words) each; empty: nothing."""
     if not isinstance(lanes, Mapping) or not lanes:
         return [
             (NOT_A_MAPPING, "DELIVERY_LANES must be a non-empty mapping of name to {rank, cap}.")
