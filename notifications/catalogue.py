@@ -43,6 +43,17 @@ MESSAGES: dict[str, Message] = {
         # Shown beside the row's state on the page, so it says what happens, not what has.
         body=_("Queued as “{label}”, for the drain loop to claim and deliver."),
     ),
+    # accounts/forms.py queues it; the link carries Django's reset token, so it lives in the
+    # notification's parameters until pruning (docs/accounts.md).
+    "account.password_reset": Message(
+        subject=_("Reset your password on {site_name}"),
+        body=_(
+            "Someone asked to reset the password of the account {username} on {site_name}. "
+            "To choose a new password, open this link:\n\n{url}\n\n"
+            "The link works once, and for a limited time. If you did not ask, ignore this "
+            "email: your password stays as it is."
+        ),
+    ),
 }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "notifications", "showcases", "pwa", "jobs", "v10r")
+PACKAGES = ("core", "notifications", "showcases", "pwa", "jobs", "accounts", "v10r")
 
 # What each package may import of the project's packages besides itself.
 ALLOWED = {
@@ -23,13 +23,15 @@ ALLOWED = {
     # Scheduled work runs the queue's retention and tidying up, so it may import the queue;
     # the queue never imports it.
     "jobs": {"core", "notifications"},
-    "v10r": {"core", "notifications", "showcases", "pwa", "jobs"},
+    # Sign-in and password reset: the throttle in core, the reset email through the queue.
+    "accounts": {"core", "notifications"},
+    "v10r": {"core", "notifications", "showcases", "pwa", "jobs", "accounts"},
 }
 # The settings are read before any app is loaded: they may use the roof's readers and core's
 # modules that need no set-up (logs, platform), and no app.
 SETTINGS_ALLOWED = {"v10r", "core"}
-# The queue's public face, which a showcase uses; its machinery (drain, worker, channels,
-# the admin, the commands) is the queue's own.
+# The queue's public face, which a showcase and accounts use; its machinery (drain, worker,
+# channels, the admin, the commands) is the queue's own.
 OUTBOX_PUBLIC = {
     "notifications.backoff",
     "notifications.catalogue",
@@ -81,7 +83,7 @@ def forbidden(path: Path, *, root: Path = BASE_DIR) -> list[str]:
         if top in PACKAGES and top not in allowed:
             wrong.append(f"{relative}:{line} imports {name}")
         elif (
-            owner == "showcases"
+            owner in {"showcases", "accounts"}
             and top == "notifications"
             and not any(name == m or name.startswith(m + ".") for m in OUTBOX_PUBLIC)
         ):

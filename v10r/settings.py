@@ -304,6 +304,7 @@ INSTALLED_APPS = [
     "showcases",
     "pwa",
     "jobs",
+    "accounts",
 ]
 
 # The claim's lanes (notifications/lanes.py), in claim order by rank: send_notification's
@@ -455,7 +456,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "admin:login"
+# The site's own sign-in (accounts/); the admin keeps its login page. After signing in, a
+# user lands on the page they came from (?next=) or the home page, in their language.
+LOGIN_URL = "accounts:sign_in"
+LOGIN_REDIRECT_URL = "home"
+# How long a password-reset link works (Django's token; the link waits in the outbox's
+# parameters until pruning, docs/accounts.md). An hour: long enough to find the email.
+PASSWORD_RESET_TIMEOUT = 3600
 
 # Django's own upload limits stay at their defaults. Request bodies are refused by size
 # before anything reads them (core/middleware.py): DATA_UPLOAD_MAX_MEMORY_SIZE for every view,

@@ -17,6 +17,7 @@ urlpatterns = [
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
     path("showcases/", include("showcases.urls")),
+    path("account/", include("accounts.urls")),
     path("admin/", admin.site.urls),
     *pwa_urls.localised,
     prefix_default_language=False,

@@ -67,6 +67,7 @@ class Command(BaseCommand):
                 )
             refuse_taken(port=smtp_port, what="the SMTP sink", variable="SMTP_PORT")
         call_command("ensure_dev_superuser")
+        call_command("ensure_dev_users")
         call_command("seed_demo")
 
         env = os.environ.copy()

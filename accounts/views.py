@@ -1,0 +1,61 @@
+"""Django's own auth views, with the site's templates and forms.
+
+A sign-in or reset request refused by its rate limit answers 429 with Retry-After, the form
+showing why (core.ratelimit.refuse)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth
+from django.urls import reverse_lazy
+
+from accounts.forms import PasswordResetRequestForm, SignInForm
+from core import ratelimit
+
+
+class _RefusesWhenThrottled:
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.retry_after_seconds:
+            return ratelimit.refuse(retry_after_seconds=form.retry_after_seconds, response=response)
+        return response
+
+
+class SignInView(_RefusesWhenThrottled, auth.LoginView):
+    authentication_form = SignInForm
+    template_name = "accounts/sign_in.html"
+
+
+class SignOutView(auth.LogoutView):
+    # POST only, as Django's own is: a link or an image on another site cannot sign anyone out.
+    template_name = "accounts/signed_out.html"
+
+
+class PasswordResetView(_RefusesWhenThrottled, auth.PasswordResetView):
+    form_class = PasswordResetRequestForm
+    template_name = "accounts/password_reset.html"
+    success_url = reverse_lazy("accounts:password_reset_sent")
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}
+
+
+class PasswordResetSentView(auth.PasswordResetDoneView):
+    template_name = "accounts/password_reset_sent.html"
+
+
+class PasswordResetConfirmView(auth.PasswordResetConfirmView):
+    template_name = "accounts/password_reset_confirm.html"
+    success_url = reverse_lazy("accounts:password_reset_complete")
+
+
+class PasswordResetCompleteView(auth.PasswordResetCompleteView):
+    template_name = "accounts/password_reset_complete.html"
+
+
+class PasswordChangeView(auth.PasswordChangeView):
+    template_name = "accounts/password_change.html"
+    success_url = reverse_lazy("accounts:password_change_done")
+
+
+class PasswordChangeDoneView(auth.PasswordChangeDoneView):
+    template_name = "accounts/password_change_done.html"
