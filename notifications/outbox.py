@@ -357,11 +357,13 @@ RETURNING d.id
 """.strip()
 
 
-def release(deliveries: Sequence[ClaimedDelivery], *, delay: float = 0.0) -> set[int]:
-    """Return claimed but unsent deliveries to the queue, due after delay seconds (at once by
-    default), the claim not counted; return the ids that went back."""
+def release(deliveries: Sequence[ClaimedDelivery], *, delay: float | timedelta = 0.0) -> set[int]:
+    """Return claimed but unsent deliveries to the queue, due after delay (seconds, or a
+    timedelta; at once by default), the claim not counted; return the ids that went back."""
     if not deliveries:
         return set()
+    if isinstance(delay, timedelta):
+        delay = delay.total_seconds()
     if not 0 <= delay <= 86_400:
         raise ValueError(f"delay must be 0 to 86400 seconds, not {delay}")
     params = {

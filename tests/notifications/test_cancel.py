@@ -193,3 +193,22 @@ def test_cancelled_rows_are_counted_on_the_metrics_like_sent(client, settings, u
     cancel_notifications(key="b")
     families = scrape(client)
     assert sample(families, "v10r_outbox_deliveries", state="cancelled", channel="") == 2
+
+
+def test_a_cancelled_delivery_is_pruned_like_the_other_finished_ones(db, user):
+    from datetime import timedelta
+
+    from notifications import retention
+
+    queue(user, "old")
+    queue(user, "kept")
+    cancel_notifications(key="old")
+    execute(
+        "UPDATE notifications.notification_deliveries SET created_at = now() - interval '3 days'"
+    )
+    policy = retention.RetentionPolicy(
+        keep_sent=timedelta(days=1), keep_finished=timedelta(days=1), pause=0
+    )
+    retention.prune(policy)
+    [left] = NotificationDelivery.objects.all()
+    assert (left.status, left.notification.cancel_key) == (Status.PENDING, "kept")

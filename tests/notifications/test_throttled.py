@@ -112,3 +112,14 @@ def test_a_release_with_a_delay_hands_the_row_back_for_later_unspent(db, user):
     assert (stored.status, stored.attempts - stored.attempt_base) == (Status.PENDING, 0)
     assert stored.next_attempt_at - db_now() == timedelta(seconds=12.5)
     assert outbox.claim(batch_size=1) == []
+
+
+def test_a_release_takes_its_delay_as_a_timedelta_too_and_refuses_a_negative_one(db, user):
+    import pytest
+
+    [delivery_id] = make_deliveries(user, 1)
+    [claimed] = outbox.claim(batch_size=1)
+    with pytest.raises(ValueError):
+        outbox.release([claimed], delay=-1)
+    assert outbox.release([claimed], delay=timedelta(minutes=2)) == {delivery_id}
+    assert row(delivery_id).next_attempt_at - db_now() == timedelta(minutes=2)
