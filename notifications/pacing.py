@@ -45,7 +45,7 @@ HEADROOM = 0.95
 # ON CONFLICT computes the same from the row it meets: they differ only when the key's first
 # row was inserted by another drain between the lock and the insert (then `old` is empty and
 # the row was not inserted by this statement), which reserve() counts as nothing granted.
-# ENSURE_SQL makes the row once per key and process beforehand, so that hardly happens.
+# NEW_KEY_SQL makes the row once per key and process beforehand, so that hardly happens.
 RESERVE_SQL = """
 WITH old AS (
     SELECT next_slot_at FROM notifications.provider_rates WHERE key = %(key)s FOR UPDATE
@@ -81,7 +81,7 @@ RETURNING (SELECT extract(epoch FROM first - now) FROM plan),
           EXISTS (SELECT 1 FROM old) OR r.xmax = 0
 """.strip()
 
-ENSURE_SQL = """
+NEW_KEY_SQL = """
 INSERT INTO notifications.provider_rates (key, next_slot_at, updated_at)
 VALUES (%(key)s, clock_timestamp(), clock_timestamp())
 ON CONFLICT (key) DO NOTHING
@@ -120,7 +120,7 @@ def reserve(key: str, *, rate: float, count: int, horizon: float = HORIZON) -> R
     params = {"key": key, "rate": float(rate), "count": count, "horizon": max(horizon, 0.0)}
     with connection.cursor() as cursor:
         if key not in _known:
-            cursor.execute(ENSURE_SQL, {"key": key})
+            cursor.execute(NEW_KEY_SQL, {"key": key})
             _known.add(key)
         cursor.execute(RESERVE_SQL, params)
         first, granted, next_free, planned = cursor.fetchone()
@@ -155,7 +155,7 @@ def _check(*, key: str, rate: float) -> None:
 
 
 @dataclass(frozen=True)
-class Refused:
+class Unslotted:
     """Items reserve() did not grant under key: to be handed back to the queue, worth trying
     again after delay seconds; delay None when the database did not answer."""
 
@@ -164,7 +164,7 @@ class Refused:
     delay: float | None
 
 
-def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list[Refused]]:
+def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list[Unslotted]]:
     """Reserve slots for a batch's items: one reserve() per key, for all of its items.
 
     pace_of(item) is the item's Pace or None; its slots use HEADROOM of its rate. Return
@@ -180,17 +180,17 @@ def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list
         else:
             by_key.setdefault(pace.key, (pace.rate, []))[1].append(item)
     paced: list[tuple] = []
-    refused: list[Refused] = []
+    refused: list[Unslotted] = []
     for key, (rate, group) in by_key.items():
         try:
             got = reserve(key, rate=rate * HEADROOM, count=len(group), horizon=horizon)
         except DatabaseError as exc:
             logger.warning("could not reserve %d sends under %s: %s", len(group), key, exc)
-            refused.append(Refused(key, group, None))
+            refused.append(Unslotted(key, group, None))
             continue
         now = time.monotonic()
         paced += [(item, now + start, key) for item, start in zip(group, got.starts, strict=False)]
         if len(got.starts) < len(group):
-            refused.append(Refused(key, group[len(got.starts) :], got.next_free))
+            refused.append(Unslotted(key, group[len(got.starts) :], got.next_free))
     paced.sort(key=lambda timed: timed[1])
     return unpaced + paced, refused
