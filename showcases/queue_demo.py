@@ -129,18 +129,23 @@ def _reason(delivery: NotificationDelivery) -> str:
 
 
 def _next_look(loop: LoopStatus, now: datetime) -> str:
-    """When a pending row will be seen: the loop's next tick, or why nothing will see it."""
+    """When a pending row will be seen: at its wake-up, else the loop's next tick, or why
+    nothing will see it."""
     if loop.state == LoopState.DORMANT:
         return _("This host keeps no loop running: the next cron run will send it.")
     if loop.state == LoopState.STOPPED or loop.last_tick is None or loop.interval is None:
         return _("No drain loop is running, so it waits until one starts.")
+    # The commit that queued it sent the drains a wake-up (notifications/wakeup.py), which a
+    # listening loop takes at once; the tick is what finds it should that wake-up be lost.
     wait = loop.last_tick + loop.interval - now
     if wait <= timedelta(seconds=1):
         return _(
-            "The drain loop looks for due rows every %(interval)s; its next look is due now."
+            "Its commit sent the drain loop a wake-up; should the loop miss it, it still looks "
+            "for due rows every %(interval)s, and its next look is due now."
         ) % {"interval": about(loop.interval)}
     return _(
-        "The drain loop looks for due rows every %(interval)s; its next look is in about %(wait)s."
+        "Its commit sent the drain loop a wake-up; should the loop miss it, it still looks "
+        "for due rows every %(interval)s, next in about %(wait)s."
     ) % {"interval": about(loop.interval), "wait": about(wait)}
 
 

@@ -41,12 +41,13 @@ def note(delivery, status: LoopStatus | None = None) -> str:
     return queue_demo.explain(delivery, loop=status or loop(), max_attempts=5)
 
 
-def test_a_fresh_row_says_when_the_drain_loop_will_next_look():
+def test_a_fresh_row_says_its_commit_woke_the_loop_and_when_the_tick_would_find_it():
     delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
     text = note(delivery, loop(ticked_ago=5, interval=15))
     # A number and its unit are held together by a no-break space (core/templatetags/units).
     assert re.fullmatch(
-        r"The drain loop looks for due rows every 15\xa0s; its next look is in about (9|10)\xa0s\.",
+        r"Its commit sent the drain loop a wake-up; should the loop miss it, it still looks for "
+        r"due rows every 15\xa0s, next in about (9|10)\xa0s\.",
         text,
     )
 
@@ -61,7 +62,9 @@ def test_a_fresh_row_without_a_loop_says_nothing_will_claim_it_yet():
 
 def test_an_overdue_tick_is_due_now_not_a_negative_wait():
     delivery = row(queue_demo.enqueue(label="demo #1", fail=False))
-    assert note(delivery, loop(ticked_ago=30, interval=15)).endswith("its next look is due now.")
+    assert note(delivery, loop(ticked_ago=30, interval=15)).endswith(
+        "every 15\xa0s, and its next look is due now."
+    )
 
 
 def test_a_failing_row_shows_its_error_its_next_send_and_when_it_will_be_dead():
@@ -139,8 +142,9 @@ def test_in_german_the_next_look_reads_as_the_versandschleifes_next_run():
     with translation.override("de"):
         text = note(delivery, loop(ticked_ago=5, interval=15))
     assert re.fullmatch(
-        r"Die Versandschleife sucht alle 15\xa0s nach fälligen Zeilen; "
-        r"der nächste Durchlauf folgt in etwa (9|10)\xa0s\.",
+        r"Sein Commit hat der Versandschleife ein Wecksignal geschickt; verpasst sie es, sucht "
+        r"sie trotzdem alle 15\xa0s nach fälligen Zeilen, der nächste Durchlauf folgt in etwa "
+        r"(9|10)\xa0s\.",
         text,
     ), text
 

@@ -55,7 +55,15 @@ def test_running_the_demo_job_runs_it_once_as_the_visitors_and_shows_the_run_at_
     assert response.status_code == 200
     [run] = JobRun.objects.filter(slug=demo_job.SLUG)
     assert (run.trigger, run.status) == (Trigger.VISITOR, Status.SUCCEEDED)
-    assert set(run.result) == {"pending", "processing", "retrying", "sent", "failed", "dead"}
+    assert set(run.result) == {
+        "pending",
+        "processing",
+        "retrying",
+        "sent",
+        "failed",
+        "dead",
+        "cancelled",
+    }
     body = response.content.decode()
     assert f'data-run-id="{run.pk}"' in body
     assert 'data-run-trigger="visitor"' in body

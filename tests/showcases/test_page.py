@@ -411,3 +411,38 @@ def test_the_page_says_the_server_lane_works_at_720_px_in_its_own_way(
     body = " ".join(client.get(prefix + PAGE).content.decode().split())
     assert says in body
     assert not_any_more not in body
+
+
+@pytest.mark.parametrize(
+    ("prefix", "wakes", "status", "tick"),
+    [
+        (
+            "",
+            "the commit that queues it sends a PostgreSQL NOTIFY",
+            "it ticks when a new row wakes it, and at least every 2 s.",
+            "Loop tick, without a wake-up",
+        ),
+        (
+            "/ru",
+            "коммит, который ставит её в очередь, отправляет PostgreSQL NOTIFY",
+            "такт — когда его будит новая строка, и не реже чем каждые 2 с.",
+            "Такт цикла обработки без пробуждения",
+        ),
+        (
+            "/de",
+            "Der Commit, der sie einreiht, sendet ein PostgreSQL-NOTIFY",
+            "ein Takt, sobald eine neue Zeile sie weckt, und spätestens alle 2 s.",
+            "Takt der Versandschleife ohne Wecksignal",
+        ),
+    ],
+)
+def test_the_page_says_a_commit_wakes_the_loop_and_the_tick_is_the_fallback(
+    client, settings, prefix, wakes, status, tick
+):
+    settings.V10R_PLATFORM = "container"
+    heartbeat.beat(worker="web-1:77", interval=timedelta(seconds=2), report={})
+    # Words joined by single spaces (split() takes the no-break spaces too).
+    body = " ".join(client.get(prefix + PAGE).content.decode().split())
+    assert wakes in body
+    assert status in body
+    assert f"<dt>{tick}</dt>" in body
