@@ -251,7 +251,8 @@ def pgbouncer_in_front(url: str):
     from tests.pgbouncer import PgBouncer
 
     params = conninfo_to_dict(url)
-    return PgBouncer(host=params.get("host") or "127.0.0.1", port=params.get("port"))
+    # A server connection each for the client, its waking thread and the drain.
+    return PgBouncer(host=params.get("host") or "127.0.0.1", port=params.get("port"), pool_size=4)
 
 
 def costs(url: str, args) -> None:
