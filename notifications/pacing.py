@@ -51,7 +51,9 @@ WITH old AS (
     SELECT next_slot_at FROM notifications.provider_rates WHERE key = %(key)s FOR UPDATE
 ),
 clock AS (
-    SELECT clock_timestamp() AS now
+    -- Read once the lock is held (old is scanned first), so that a wait for another drain's
+    -- reservation does not make every slot of this one late.
+    SELECT clock_timestamp() AS now FROM (SELECT count(*) FROM old) AS locked
 ),
 start AS (
     SELECT clock.now, greatest((SELECT next_slot_at FROM old), clock.now) AS first
