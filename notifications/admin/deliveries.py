@@ -34,13 +34,28 @@ from notifications.models import (
 ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 
 
+def next_attempt(delivery) -> str:
+    """When a drain may next claim it; for a row its sender scheduled, said so. The row carries
+    db_now, the database's clock, which "scheduled" is measured against."""
+    if is_scheduled(delivery, delivery.db_now):
+        return _("scheduled for %(when)s") % {"when": moment(delivery.next_attempt_at)}
+    return moment(delivery.next_attempt_at)
+
+
 class DeliveryInline(admin.TabularInline):
     model = NotificationDelivery
-    fields = ("channel", "status", "attempts", "next_attempt_at", "sent_at", "error_code")
+    fields = ("channel", "lane", "status", "attempts", "next_attempt", "sent_at", "error_code")
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(db_now=DatabaseNow())
+
+    @admin.display(description=_("next attempt"))
+    def next_attempt(self, delivery):
+        return next_attempt(delivery)
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -150,10 +165,7 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
 
     @admin.display(description=_("next attempt"), ordering="next_attempt_at")
     def next_attempt(self, delivery):
-        """When a drain may next claim it; for a row its sender scheduled, said so."""
-        if is_scheduled(delivery, delivery.db_now):
-            return _("scheduled for %(when)s") % {"when": moment(delivery.next_attempt_at)}
-        return moment(delivery.next_attempt_at)
+        return next_attempt(delivery)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, delivery):

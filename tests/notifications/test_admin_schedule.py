@@ -15,6 +15,7 @@ from tests.helpers import make_deliveries, mark_failed, update_delivery
 from tests.notifications.test_admin import VIEW, staff
 
 DELIVERIES = "/admin/notifications/notificationdelivery/"
+NOTIFICATIONS = "/admin/notifications/notification/"
 LATER = "'2030-01-02 15:04:00+00'"
 
 pytestmark = pytest.mark.django_db
@@ -64,6 +65,10 @@ def test_a_scheduled_row_says_when_it_is_due_in_the_staff_members_language(
     body = admin_client.get(prefix + DELIVERIES).content.decode()
     assert cell(body, scheduled[0], "next_attempt") == said
     page = admin_client.get(f"{prefix}{DELIVERIES}{scheduled[0]}/change/").content.decode()
+    assert said in page
+    # And among the deliveries on its notification's page.
+    notification = NotificationDelivery.objects.get(pk=scheduled[0]).notification_id
+    page = admin_client.get(f"{prefix}{NOTIFICATIONS}{notification}/change/").content.decode()
     assert said in page
 
 
