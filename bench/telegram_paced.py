@@ -59,6 +59,8 @@ SELECT id, 'telegram' FROM made
 STATUS_SQL = """
 SELECT status, count(*) FROM notifications.notification_deliveries GROUP BY status
 """
+# Every claim bumps attempts: a row handed back by pacing (or by a 429) was claimed again.
+CLAIMS_SQL = "SELECT avg(attempts) FROM notifications.notification_deliveries"
 
 
 def one_run(url: str, *, rows: int, drains: int, paced: bool) -> list[str]:
@@ -89,6 +91,8 @@ def one_run(url: str, *, rows: int, drains: int, paced: bool) -> list[str]:
             for process in processes:
                 process.wait(60)
         elapsed = time.monotonic() - began
+        with psycopg.connect(url) as db:
+            (claims,) = db.execute(CLAIMS_SQL).fetchone()
     finally:
         peer.stop()
     seen = peer.summary()
@@ -104,6 +108,7 @@ def one_run(url: str, *, rows: int, drains: int, paced: bool) -> list[str]:
         f"{throttled / answered:.1%}" if answered else "-",
         f"{statuses.get('dead', 0):,}",
         f"{seen['busiest_second']}",
+        f"{claims:.1f}",
         f"{elapsed:.0f} s",
     ]
 
@@ -133,6 +138,7 @@ def main() -> None:
         "429 share",
         "dead",
         "busiest 1 s",
+        "claims a row",
         "run",
     ]
     print_table(header, rows)

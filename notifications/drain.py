@@ -463,6 +463,15 @@ def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None
             continue
         if report is not None:
             report.released += len(back)
+    delays = [r.delay for r in refused if r.delay is not None]
+    if delays and not timed:
+        # Nothing to send: every row is booked past the horizon by other drains. Claiming
+        # again at once would only hand the next rows back too; wait until the soonest key
+        # would grant a slot (at most a horizon, never past the deadline).
+        wait = min(max(min(delays) - horizon, 0.0), pacing.HORIZON)
+        if deadline is not None:
+            wait = min(wait, max(deadline - time.monotonic(), 0.0))
+        time.sleep(wait)
     return [item if key is None else (*item, start, key) for item, start, key in timed]
 
 

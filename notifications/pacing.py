@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 # How far ahead a batch takes slots. Further slots would hold their rows, and a sender
 # thread, waiting; those rows go back to the queue until about when the key is free, for
 # whichever drain claims them then.
-HORIZON = 2.0  # seconds
+HORIZON = 4.0  # seconds
 # The share of a provider's rate the slots use. The provider counts sends when they reach it,
 # and they reach it a little early or late of their slots (a thread's wake-up, the network),
 # so slots at exactly its rate would now and then put one too many in its second; a 429 then

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from notifications import channels, worker
+from notifications import channels, pacing, worker
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 from notifications.models import ChannelAddress, NotificationDelivery, ProviderRate, Status
 from tests.helpers import counts, database_url, make_deliveries, poll, start_drain, stop
@@ -94,18 +94,30 @@ def test_rows_past_the_horizon_go_back_for_later_with_no_send_spent(db, user, pa
     paced["timed"] = 5.0
     ids = make_deliveries(user, 25, channel="timed")
     report = worker.drain_once(batch_size=25)
-    # Slots 1/(5 × HEADROOM) = 0.21 s apart from 0: ten within the two seconds' horizon.
-    assert (report.sent, report.released) == (10, 15)
+    # Slots 1/(5 × HEADROOM) = 0.21 s apart from 0: twenty within the four seconds' horizon.
+    assert (report.sent, report.released) == (20, 5)
     back = NotificationDelivery.objects.filter(pk__in=ids, status=Status.PENDING)
-    assert back.count() == 15
+    assert back.count() == 5
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT min(extract(epoch FROM next_attempt_at - now())), bool_and(attempts ="
             " attempt_base) FROM notifications.notification_deliveries WHERE status = 'pending'"
         )
         wait, unspent = cursor.fetchone()
-    # Due again about when the key's next slot comes (2.1 s on), their claim not counted.
-    assert 1.5 < wait < 2.5 and unspent
+    # Due again about when the key's next slot comes (4.2 s on), their claim not counted.
+    assert 3.7 < wait < 4.7 and unspent
+
+
+def test_a_batch_booked_out_entirely_waits_for_a_slot_before_claiming_again(db, user, paced):
+    paced["timed"] = 10.0
+    pacing.hold("timed", seconds=pacing.HORIZON + 1)  # other drains took every slot till then
+    make_deliveries(user, 3, channel="timed")
+    began = time.monotonic()
+    report = worker.drain_once(batch_size=3)
+    assert (report.sent, report.released) == (0, 3)
+    # Claiming again at once would only hand the next rows back too: the drain waited until
+    # a reservation could be granted again, a second later.
+    assert time.monotonic() - began >= 0.9
 
 
 def test_the_deadline_counts_the_wait_for_a_slot(db, user, paced):
