@@ -3,7 +3,6 @@ limiter, and the reset email queued in the outbox instead of sent in the request
 
 from __future__ import annotations
 
-import hashlib
 from datetime import timedelta
 
 from django.conf import settings
@@ -12,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.urls import reverse
 from django.utils import translation
+from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
 
 from core import clients, ratelimit
@@ -57,8 +57,11 @@ class PasswordResetRequestForm(PasswordResetForm):
         by_client = ratelimit.hit(key=client_key, limit=RESETS_PER_CLIENT, window=RESET_WINDOW)
         if not by_client.allowed:
             self._refuse([client_key], by_client.retry_after_seconds)
-        # Hashed: the table need not hold every address anyone typed, accounts or not.
-        digest = hashlib.sha256(email.casefold().encode()).hexdigest()[:32]
+        # Under a keyed hash: the table need not hold every address anyone typed, accounts
+        # or not, in a form anyone could check a guess against.
+        digest = salted_hmac(
+            "accounts.reset-email", email.casefold(), algorithm="sha256"
+        ).hexdigest()[:32]
         address_key = f"reset-email:{digest}"
         by_address = ratelimit.hit(key=address_key, limit=RESETS_PER_ADDRESS, window=RESET_WINDOW)
         if not by_address.allowed:
