@@ -8,7 +8,7 @@ change when, or whether, a row is sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 
 from django.contrib import admin, messages
 from django.contrib.admin import ActionLocation
@@ -17,9 +17,10 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.utils import formats, timezone
-from django.utils.translation import gettext_lazy, gettext_noop, ngettext
+from django.utils.translation import gettext, gettext_lazy, gettext_noop, ngettext
 
 from notifications import outbox, wakeup
+from notifications.admin.lists import BoundedCountPaginator
 from notifications.models import NotificationDelivery, ShownStatus
 
 # The history's notes, stored as these English msgids and translated when shown
@@ -30,6 +31,8 @@ CANCELLED = gettext_noop("Cancelled (it will not be sent).")
 BOTH = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 # How many of the rows to be cancelled the confirmation names; the rest it counts.
 CONFIRM_SHOWN = 20
+# The most rows one Send now or Cancel takes: the admin's own bound on counting a list.
+MAX_ROWS = BoundedCountPaginator.CAP
 
 
 def is_scheduled(delivery: NotificationDelivery, now) -> bool:
@@ -73,19 +76,25 @@ class ScheduleMixin:
         location=BOTH,
     )
     def send_now_selected(self, request, queryset):
-        ids = _ids(queryset)
+        ids = self.selected_ids(request, queryset)
         done = send_now(ids)
         self.log_schedule(request, done, SENT_NOW)
-        self.report_schedule(
-            request,
-            done=len(done),
-            skipped=len(ids) - len(done),
-            said=ngettext(
-                "%(n)d delivery is due now; a drain loop sends it next.",
-                "%(n)d deliveries are due now; a drain loop sends them next.",
+        if done:
+            said = ngettext(
+                "%(n)s delivery is due now; a drain loop sends it next.",
+                "%(n)s deliveries are due now; a drain loop sends them next.",
                 len(done),
-            ),
-        )
+            )
+            self.message_user(request, said % {"n": _count(done)}, messages.SUCCESS)
+        if skipped := len(ids) - len(done):
+            said = ngettext(
+                "%(n)s delivery was not waiting for a later time (it was due already, being "
+                "sent or finished); nothing changed for it.",
+                "%(n)s deliveries were not waiting for a later time (they were due already, "
+                "being sent or finished); nothing changed for them.",
+                skipped,
+            )
+            self.message_user(request, said % {"n": _count(skipped)}, messages.WARNING)
 
     @admin.action(
         permissions=["schedule"],
@@ -94,22 +103,40 @@ class ScheduleMixin:
         location=BOTH,
     )
     def cancel_selected(self, request, queryset):
-        ids = _ids(queryset)
+        ids = self.selected_ids(request, queryset)
         if request.POST.get("confirmed") != "yes":
             return self.confirm_cancel(request, ids)
         done = outbox.cancel(ids)
         self.log_schedule(request, done, CANCELLED)
-        self.report_schedule(
-            request,
-            done=len(done),
-            skipped=len(ids) - len(done),
-            said=ngettext(
-                "%(n)d delivery cancelled; it will not be sent.",
-                "%(n)d deliveries cancelled; they will not be sent.",
+        if done:
+            said = ngettext(
+                "%(n)s delivery cancelled; it will not be sent.",
+                "%(n)s deliveries cancelled; they will not be sent.",
                 len(done),
-            ),
-        )
+            )
+            self.message_user(request, said % {"n": _count(done)}, messages.SUCCESS)
+        if skipped := len(ids) - len(done):
+            said = ngettext(
+                "%(n)s delivery was no longer waiting to be sent; nothing changed for it.",
+                "%(n)s deliveries were no longer waiting to be sent; nothing changed for them.",
+                skipped,
+            )
+            self.message_user(request, said % {"n": _count(skipped)}, messages.WARNING)
         return None
+
+    def selected_ids(self, request, queryset) -> list[int]:
+        """The selected rows' ids, newest first as listed, at most MAX_ROWS of them: "select
+        all" on a large list would otherwise make one request update a million rows."""
+        ids = list(
+            queryset.order_by("-created_at", "-id").values_list("pk", flat=True)[: MAX_ROWS + 1]
+        )
+        if len(ids) > MAX_ROWS:
+            said = gettext(
+                "Only the newest %(max)s of the selected deliveries were taken; run it again "
+                "for the rest."
+            )
+            self.message_user(request, said % {"max": _count(MAX_ROWS)}, messages.WARNING)
+        return ids[:MAX_ROWS]
 
     def confirm_cancel(self, request, ids: list[int]) -> TemplateResponse:
         shown = (
@@ -117,18 +144,20 @@ class ScheduleMixin:
             .select_related("notification")
             .order_by("-created_at", "-id")[:CONFIRM_SHOWN]
         )
-        # The page posts back where the action came from, under that place's field name.
+        # The page posts back where the action came from, under that place's field name, and
+        # names the very rows it asked about (after "select all" too): a row queued meanwhile
+        # was never confirmed.
         on_change_page = "CHANGE_FORM-action" in request.POST
+        title = ngettext("Cancel %(n)s delivery?", "Cancel %(n)s deliveries?", len(ids))
         return TemplateResponse(
             request,
             "admin/notifications/confirm_cancel.html",
             {
                 **self.admin_site.each_context(request),
-                "title": ngettext("Cancel %(n)d delivery?", "Cancel %(n)d deliveries?", len(ids))
-                % {"n": len(ids)},
+                "title": title % {"n": _count(ids)},
                 "deliveries": shown,
                 "ids": ids,
-                "more": max(len(ids) - CONFIRM_SHOWN, 0),
+                "more": _count(len(ids) - CONFIRM_SHOWN) if len(ids) > CONFIRM_SHOWN else "",
                 "action_field": "CHANGE_FORM-action" if on_change_page else "action",
                 "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
                 "back": request.get_full_path(),
@@ -139,31 +168,21 @@ class ScheduleMixin:
     def log_schedule(self, request, delivery_ids: Iterable[int], note: str) -> None:
         """One history entry per row changed, against the delivery itself (as log_retry)."""
         kind = ContentType.objects.get_for_model(NotificationDelivery)
+        changed = NotificationDelivery.objects.filter(pk__in=list(delivery_ids)).only("channel")
         LogEntry.objects.bulk_create(
             LogEntry(
                 user_id=request.user.pk,
                 content_type=kind,
-                object_id=str(pk),
-                object_repr=f"#{pk} · {channel}",
+                object_id=str(delivery.pk),
+                object_repr=str(delivery)[:200],
                 action_flag=CHANGE,
                 change_message=note,
             )
-            for pk, channel in NotificationDelivery.objects.filter(
-                pk__in=list(delivery_ids)
-            ).values_list("pk", "channel")
+            for delivery in changed
         )
 
-    def report_schedule(self, request, *, done: int, skipped: int, said: str) -> None:
-        if done:
-            self.message_user(request, said % {"n": done}, messages.SUCCESS)
-        if skipped:
-            text = ngettext(
-                "%(n)d delivery was no longer waiting to be sent; nothing changed for it.",
-                "%(n)d deliveries were no longer waiting to be sent; nothing changed for them.",
-                skipped,
-            ) % {"n": skipped}
-            self.message_user(request, text, messages.WARNING)
 
-
-def _ids(queryset) -> list[int]:
-    return list(queryset.order_by().values_list("pk", flat=True))
+def _count(value: int | Sized) -> str:
+    """A number of rows, grouped the staff member's language's way ("1,234", "1 234")."""
+    number = value if isinstance(value, int) else len(value)
+    return formats.number_format(number, force_grouping=True)

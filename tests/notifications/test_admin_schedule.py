@@ -10,6 +10,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 
 from notifications import enqueue, outbox, worker
+from notifications.admin import schedule
 from notifications.models import NotificationDelivery, Status
 from tests.helpers import make_deliveries, mark_failed, update_delivery
 from tests.notifications.test_admin import VIEW, staff
@@ -150,17 +151,38 @@ def test_cancel_from_a_deliverys_page_confirms_there(admin_client, scheduled):
 def test_a_row_a_drain_claimed_meanwhile_is_neither_cancelled_nor_moved(admin_client, user):
     [claimed] = make_deliveries(user, 1)
     outbox.claim(batch_size=1)
-    for action in ("send_now_selected", "cancel_selected"):
+    said = {
+        "send_now_selected": "1 delivery was not waiting for a later time (it was due already, "
+        "being sent or finished); nothing changed for it.",
+        "cancel_selected": "1 delivery was no longer waiting to be sent; nothing changed for it.",
+    }
+    for action, warning in said.items():
         response = admin_client.post(
             DELIVERIES,
             {"action": action, "_selected_action": [claimed], "confirmed": "yes"},
             follow=True,
         )
-        assert "1 delivery was no longer waiting to be sent; nothing changed for it." in (
-            response.content.decode()
-        )
+        assert warning in response.content.decode()
         assert status(claimed) == Status.PROCESSING
     assert not LogEntry.objects.exists()
+
+
+def test_one_run_takes_at_most_max_rows_the_newest_and_says_so(
+    admin_client, scheduled, monkeypatch
+):
+    monkeypatch.setattr(schedule, "MAX_ROWS", 1)
+    response = admin_client.post(
+        "/ru" + DELIVERIES,
+        {"action": "send_now_selected", "_selected_action": scheduled},
+        follow=True,
+    )
+    body = response.content.decode()
+    assert "Взяты только 1 самых новых из выбранных доставок" in body
+    assert "1 доставка теперь к отправке" in body
+    # The newest (the second queued) went; the other still waits for 2030.
+    assert [status(pk) for pk in scheduled] == [Status.PENDING, Status.PENDING]
+    assert worker.drain_once().sent == 1
+    assert [status(pk) for pk in scheduled] == [Status.PENDING, Status.SENT]
 
 
 def test_cancelled_rows_have_a_status_filter_and_count_of_their_own(admin_client, scheduled):
