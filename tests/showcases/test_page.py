@@ -418,19 +418,19 @@ def test_the_page_says_the_server_lane_works_at_720_px_in_its_own_way(
     [
         (
             "",
-            "the commit that queues it sends a PostgreSQL NOTIFY",
+            "says how soon it was picked up, until a retry claims it again",
             "it ticks when a new row wakes it, and at least every 2 s.",
             "Loop tick, without a wake-up",
         ),
         (
             "/ru",
-            "коммит, который ставит её в очередь, отправляет PostgreSQL NOTIFY",
+            "как быстро её взяли в работу, пока повтор не захватит её снова",
             "такт — когда его будит новая строка, и не реже чем каждые 2 с.",
             "Такт цикла обработки без пробуждения",
         ),
         (
             "/de",
-            "Der Commit, der sie einreiht, sendet ein PostgreSQL-NOTIFY",
+            "wie schnell sie abgeholt wurde, bis ein Neuversuch sie erneut übernimmt",
             "ein Takt, sobald eine neue Zeile sie weckt, und spätestens alle 2 s.",
             "Takt der Versandschleife ohne Wecksignal",
         ),
