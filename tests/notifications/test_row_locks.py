@@ -116,11 +116,9 @@ def prune_old():
 
 DELIVERIES = "notifications.notification_deliveries"
 CASES = {
-    "the claim's real lane": Case(
+    # One template, written once per lane into the claim.
+    "the claim": Case(
         claim_lane("recording"), DELIVERIES, "id", lambda: outbox.claim(batch_size=3), pending_left
-    ),
-    "the claim's demo lane": Case(
-        claim_lane("demo"), DELIVERIES, "id", lambda: outbox.claim(batch_size=3), pending_left
     ),
     "the demo rows' pruning": Case(
         finished_demo_rows,

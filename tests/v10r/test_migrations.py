@@ -29,14 +29,11 @@ def test_the_models_and_the_migrations_agree():
 @pytest.mark.django_db
 def test_the_indexes_the_queries_rely_on_exist_in_the_notifications_schema():
     indexes = index_definitions()
-    assert indexes["deliveries_claim_real"].endswith(
-        "(next_attempt_at, created_at, id) WHERE (((status)::text = 'pending'::text) "
-        "AND (NOT ((channel)::text = 'demo'::text)))"
+    assert indexes["deliveries_claim"].endswith(
+        "(lane, next_attempt_at, created_at, id) WHERE ((status)::text = 'pending'::text)"
     )
-    assert indexes["deliveries_claim_demo"].endswith(
-        "(next_attempt_at, created_at, id) WHERE (((channel)::text = 'demo'::text) "
-        "AND ((status)::text = 'pending'::text))"
-    )
+    assert "deliveries_claim_real" not in indexes
+    assert "deliveries_claim_demo" not in indexes
     assert "WHERE ((status)::text = 'processing'::text)" in indexes["deliveries_reap"]
     assert indexes["deliveries_retrying"].endswith(
         "(created_at DESC, id DESC) WHERE ((attempts > attempt_base) "
