@@ -225,3 +225,29 @@ def test_the_counts_of_processes_gone_for_an_hour_are_folded_and_still_add_up(cl
     metrics.fold_retired()
     assert set(DrainMetric.objects.values_list("worker", flat=True)) == {metrics.RETIRED}
     assert sample(scrape(client), "v10r_outbox_sends_total", channel="email", outcome="sent") == 24
+
+
+@pytest.mark.django_db
+def test_the_oldest_due_row_is_found_in_every_lane_even_one_no_longer_configured(
+    client, metrics_on, user
+):
+    ages = {"high": 5, "low": 60, "gone": 3600, "normal": 0}
+    for lane, minutes in ages.items():
+        ids = make_deliveries(user, 2, channel="recording")
+        execute(
+            "UPDATE notifications.notification_deliveries SET lane = %s,"
+            " next_attempt_at = now() - make_interval(mins => %s) WHERE id = ANY(%s)",
+            [lane, minutes, ids],
+        )
+    # A row not yet due, older by its creation, counts for nothing.
+    later = make_deliveries(user, 1, channel="recording")
+    execute(
+        "UPDATE notifications.notification_deliveries SET lane = 'a',"
+        " next_attempt_at = now() + interval '1 day' WHERE id = ANY(%s)",
+        [later],
+    )
+    oldest = sample(scrape(client), "v10r_outbox_oldest_due_seconds")
+    assert 3600 * 60 <= oldest < 3600 * 60 + 60
+    execute("UPDATE notifications.notification_deliveries SET status = 'sent' WHERE lane = 'gone'")
+    oldest = sample(scrape(client), "v10r_outbox_oldest_due_seconds")
+    assert 60 * 60 <= oldest < 60 * 60 + 60
