@@ -131,3 +131,15 @@ def test_a_signed_in_user_changes_their_password(client, ada):
     assert response["Location"] == "/account/password/changed/"
     ada.refresh_from_db()
     assert ada.check_password("another-long-password-2")
+
+
+def test_the_offline_page_names_nobody_and_reads_no_session_so_the_worker_may_keep_it(
+    client, ada
+):
+    client.force_login(ada)
+    home = client.get("/")
+    assert "Signed in as Ada" in home.content.decode()
+    assert "Cookie" in home["Vary"]
+    offline = client.get("/offline/")
+    assert "Signed in as" not in offline.content.decode()
+    assert "Cookie" not in offline.get("Vary", "")
