@@ -393,9 +393,10 @@ def _send_all(
     Paced channels (Channel.pace) first reserve their slots, one reserve() per key for the
     batch (notifications/pacing.py); each send waits for its slot on its sender thread. The
     rows past pacing.HORIZON go back to the queue until about when the key is free (counted
-    in report.released). A 429 holds the key for its Retry-After, for every drain: this
-    drain's senders start none of its remaining sends (they go to unsent), and this thread
-    writes the hold, since only it talks to the database.
+    in report.released); a send that cannot start within pacing.LATE of its slot goes to
+    unsent. A 429 holds the key for its Retry-After, for every drain: this drain's senders
+    start none of its remaining sends (they go to unsent), and this thread writes the hold,
+    since only it talks to the database.
     """
     holds: queue.SimpleQueue = queue.SimpleQueue()  # (key, seconds) from the senders' 429s
     paused: dict[str, float] = {}  # key -> time.monotonic() before which none is started
@@ -408,7 +409,9 @@ def _send_all(
         if key is not None:
             if wait:
                 time.sleep(wait)
-            if paused.get(key, 0.0) > time.monotonic():
+            now = time.monotonic()
+            # Paused by a 429, or too late for the slot (pacing.LATE): given back, unsent.
+            if paused.get(key, 0.0) > now or now - start > pacing.LATE:
                 return _NotStarted(delivery)
 
         def throttled(exc: ChannelError) -> None:

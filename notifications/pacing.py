@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -39,6 +40,12 @@ HORIZON = 4.0  # seconds
 # pauses every drain for a whole second (Retry-After is in seconds). 5% below the rate leaves
 # 30 sends at Telegram's 30 a second 50 ms of slack.
 HEADROOM = 0.95
+# The most a send may start after its slot. A sender that wakes late (its process was not
+# scheduled, say) would send at once, together with the next slots' sends: a burst the
+# provider counts in one second. Past this, the slot is given up and the row goes back to
+# the queue instead, which costs one slot rather than a 429's second for every drain. Half
+# of HEADROOM's slack, so that lateness and the network's jitter together stay within it.
+LATE = 0.025  # seconds
 
 # The row is locked first (FOR UPDATE waits for, then sees, a concurrent reservation), so
 # `plan` is computed from the latest next_slot_at and the RETURNING says what was granted.
@@ -80,7 +87,8 @@ SET next_slot_at = greatest(r.next_slot_at, EXCLUDED.updated_at) + make_interval
 RETURNING (SELECT extract(epoch FROM first - now) FROM plan),
           (SELECT granted FROM plan),
           extract(epoch FROM r.next_slot_at - r.updated_at),
-          EXISTS (SELECT 1 FROM old) OR r.xmax = 0
+          EXISTS (SELECT 1 FROM old) OR r.xmax = 0,
+          (SELECT extract(epoch FROM now) FROM plan)
 """.strip()
 
 NEW_KEY_SQL = """
@@ -111,6 +119,42 @@ class Reservation:
 
     starts: list[float]
     next_free: float
+    # The database's "now" of the reservation on this process's time.monotonic() clock:
+    # send i may start at now_at + starts[i].
+    now_at: float = 0.0
+
+
+class _DatabaseClock:
+    """Where the database's clock stands on this process's time.monotonic().
+
+    Two drains that turned the same slots into local times with different errors would send
+    too close together: taking "now" as the moment the answer arrived makes one drain's slots
+    late by however long its answer took (a starved process reads it tens of milliseconds
+    late), and the next drain's first sends then crowd its last. So the offset (monotonic
+    minus database epoch) is bounded by every reservation's round trip, since the database
+    read its clock after the statement left and before the answer came; the tightest bounds
+    so far win, as in NTP's clock filter, and widen by DRIFT a second for clocks that drift.
+    """
+
+    DRIFT = 0.0005  # 500 ppm: the most an NTP-disciplined clock is slewed
+
+    def __init__(self) -> None:
+        self.low, self.high, self.at = -math.inf, math.inf, 0.0
+        self.lock = threading.Lock()
+
+    def sample(self, *, sent: float, answered: float, database_now: float) -> float:
+        """Take one round trip into account; return database_now on the monotonic clock."""
+        with self.lock:
+            widen = (answered - self.at) * self.DRIFT
+            low = max(self.low - widen, sent - database_now)
+            high = min(self.high + widen, answered - database_now)
+            if low > high:  # a jump on either clock: start again from this round trip
+                low, high = sent - database_now, answered - database_now
+            self.low, self.high, self.at = low, high, answered
+            return database_now + (low + high) / 2
+
+
+_clock = _DatabaseClock()
 
 
 def reserve(key: str, *, rate: float, count: int, horizon: float = HORIZON) -> Reservation:
@@ -124,17 +168,18 @@ def reserve(key: str, *, rate: float, count: int, horizon: float = HORIZON) -> R
         if key not in _known:
             cursor.execute(NEW_KEY_SQL, {"key": key})
             _known.add(key)
+        sent = time.monotonic()
         cursor.execute(RESERVE_SQL, params)
-        first, granted, next_free, planned = cursor.fetchone()
+        first, granted, next_free, planned, database_now = cursor.fetchone()
+    now_at = _clock.sample(sent=sent, answered=time.monotonic(), database_now=float(database_now))
     first, next_free = float(first), max(float(next_free), 0.0)
     if not planned:
         # The key's row appeared mid-statement: what ON CONFLICT granted is unknown, so
         # nothing is used (those slots go to waste, once per key's lifetime at most).
-        return Reservation(starts=[], next_free=next_free)
+        return Reservation(starts=[], next_free=next_free, now_at=now_at)
     interval = 1.0 / rate
-    return Reservation(
-        starts=[max(first + i * interval, 0.0) for i in range(granted)], next_free=next_free
-    )
+    starts = [max(first + i * interval, 0.0) for i in range(granted)]
+    return Reservation(starts=starts, next_free=next_free, now_at=now_at)
 
 
 def hold(key: str, *, seconds: float) -> float:
@@ -190,8 +235,9 @@ def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list
             logger.warning("could not reserve %d sends under %s: %s", len(group), key, exc)
             refused.append(Unslotted(key, group, None))
             continue
-        now = time.monotonic()
-        paced += [(item, now + start, key) for item, start in zip(group, got.starts, strict=False)]
+        paced += [
+            (item, got.now_at + start, key) for item, start in zip(group, got.starts, strict=False)
+        ]
         if len(got.starts) < len(group):
             refused.append(Unslotted(key, group[len(got.starts) :], got.next_free))
     paced.sort(key=lambda timed: timed[1])

@@ -199,3 +199,19 @@ def test_only_a_429_is_throttled(status, headers, body, throttled, wait):
     error = http.classify(response, peer=http.Peer.TELEGRAM, now=datetime.now(UTC))
     assert (error.throttled, error.retryable) == (throttled, True)
     assert error.retry_after.total_seconds() == wait
+
+
+def test_the_database_clock_is_read_through_the_tightest_round_trip():
+    clock = pacing._DatabaseClock()
+    # The database's clock stands 1000 s ahead of this monotonic clock. A first answer that
+    # took 80 ms says little: the database read its clock at 10.01, the estimate is the
+    # middle of the round trip.
+    assert clock.sample(sent=10.0, answered=10.08, database_now=1010.01) == pytest.approx(10.04)
+    # A 2 ms round trip pins it down...
+    assert clock.sample(sent=11.0, answered=11.002, database_now=1011.001) == pytest.approx(
+        11.001, abs=0.0005
+    )
+    # ...and an answer that came 60 ms late no longer makes this drain's slots late.
+    assert clock.sample(sent=12.0, answered=12.06, database_now=1012.0005) == pytest.approx(
+        12.0005, abs=0.002
+    )
