@@ -47,6 +47,9 @@ from bench.report import print_table  # noqa: E402
 DATABASE = "v10r_bench_pickup"
 # Targets: the listening drain's p50 and p99, and the polling drain's p99 over its interval.
 LISTEN_P50_MS, LISTEN_P99_MS, POLL_MARGIN_MS = 20.0, 100.0, 50.0
+# The enqueuing side: by how the wake-up goes, from one thread and from CLIENTS at once.
+WAKE_VARIANTS = ("waking thread", "inline NOTIFY", "no wake-up")
+CLIENTS = 8
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -127,7 +130,10 @@ def client_tick_cost(samples: int) -> dict:
 
 
 def client_enqueue_rate(calls: int) -> dict:
-    """send_notification calls a second, outside any transaction, by how the wake-up goes."""
+    """send_notification calls a second, outside any transaction, by how the wake-up goes,
+    from one thread and from CLIENTS threads at once (each with its own connection)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from django.db import connection
 
     from notifications import enqueue, wakeup
@@ -137,28 +143,49 @@ def client_enqueue_rate(calls: int) -> dict:
             cursor.execute("SELECT pg_notify(%s, '')", [wakeup.CHANNEL])
 
     user = bench_user()
+
+    def send(count: int) -> None:
+        for i in range(count):
+            enqueue.send_notification(
+                user=user, type="bench", message_key="queue.demo",
+                params={"label": f"e{i}"}, channels=["email"],
+            )  # fmt: skip
+        connection.close()
+
     threaded = wakeup.request_wake
-    variants = {"waking thread": threaded, "inline NOTIFY": inline, "no wake-up": lambda: None}
-    rates: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(3):  # interleaved, so a noisy moment lands on all three
-        for name, wake in variants.items():
-            wakeup.request_wake = wake
+    variants = dict(zip(WAKE_VARIANTS, (threaded, inline, lambda: None), strict=True))
+    # What the committing thread itself spends in the wake-up, per commit.
+    paid: dict[str, list[float]] = {name: [] for name in variants}
+
+    def timed(name, wake):
+        def call() -> None:
             began = time.perf_counter()
-            for i in range(calls):
-                enqueue.send_notification(
-                    user=user, type="bench", message_key="queue.demo",
-                    params={"label": f"e{i}"}, channels=["email"],
-                )  # fmt: skip
-            rates[name].append(calls / (time.perf_counter() - began))
+            wake()
+            paid[name].append((time.perf_counter() - began) * 1_000_000)
+
+        return call
+
+    rates: dict[str, list[float]] = {f"{n} x{c}": [] for n in variants for c in (1, CLIENTS)}
+    notifies = dict.fromkeys((1, CLIENTS), 0)
+    for _ in range(3):  # interleaved, so a noisy moment lands on all of them
+        for clients in (1, CLIENTS):
+            for name, wake in variants.items():
+                wakeup.request_wake = timed(name, wake)
+                before = wakeup.waker().sent
+                began = time.perf_counter()
+                with ThreadPoolExecutor(clients) as pool:
+                    list(pool.map(send, [calls // clients] * clients))
+                rates[f"{name} x{clients}"].append(calls / (time.perf_counter() - began))
+                if wake is threaded:
+                    wakeup.waker().flush(timeout=10)
+                    notifies[clients] += wakeup.waker().sent - before
     wakeup.request_wake = threaded
-    sent = wakeup.waker().sent
     with connection.cursor() as cursor:
-        cursor.execute(
-            "TRUNCATE notifications.notification_deliveries, notifications.notifications"
-        )
+        cursor.execute("TRUNCATE notifications.notifications CASCADE")
     return {
         "rates": {name: statistics.median(r) for name, r in rates.items()},
-        "notifies": sent,
+        "notifies": {str(c): n for c, n in notifies.items()},
+        "paid_us": {name: percentile(us, 0.5) for name, us in paid.items()},
         "calls": calls * 3,
     }
 
@@ -261,9 +288,17 @@ def costs(url: str, args) -> None:
           f"p99 {tick['p99_ms']:.2f} ms, {tick['statements']:g} statements")  # fmt: skip
 
     rate = run_client(url, "enqueue", "--calls", str(args.calls))
-    print(f"\nsend_notification calls a second (one client, {args.calls} calls x 3):")
-    print_table(["wake-up", "calls/s"], [[name, f"{r:,.0f}"] for name, r in rate["rates"].items()])
-    print(f"(the waking thread sent {rate['notifies']:,} NOTIFYs for {rate['calls']:,} calls)")
+    print(
+        f"\nsend_notification calls a second ({args.calls} calls x 3, by 1 and {CLIENTS} threads):"
+    )
+    rows = []
+    for clients in (1, CLIENTS):
+        cells = [f"{rate['rates'][f'{name} x{clients}']:,.0f}" for name in WAKE_VARIANTS]
+        notifies = rate["notifies"][str(clients)]
+        rows.append([f"{clients}", *cells, f"{notifies:,} for {rate['calls']:,}"])
+    print_table(["threads", *WAKE_VARIANTS, "the waking thread's NOTIFYs"], rows)
+    paid = ", ".join(f"{name} {us:,.1f}" for name, us in rate["paid_us"].items())
+    print(f"The committing thread's own time in the wake-up, p50 µs: {paid}")
 
 
 def main() -> None:
