@@ -191,7 +191,6 @@ class Listener:
         self._conn: psycopg.Connection | None = None
         self._failures = 0
         self._retry_at = 0.0
-        self.woken = 0  # wake-ups heard, for tests and benchmarks
 
     @classmethod
     def from_settings(cls) -> Listener:
@@ -202,10 +201,6 @@ class Listener:
             where = f"{params.get('host') or 'localhost'}/{params.get('dbname', '')}"
             logger.info("wake-ups: listening on %s, channel %s", where, CHANNEL)
         return cls(params)
-
-    @property
-    def listening(self) -> bool:
-        return self._conn is not None
 
     def wait(self, seconds: float, stopping: threading.Event) -> bool:
         """Block for up to seconds, until a wake-up or stopping; True when woken. Every
@@ -229,7 +224,6 @@ class Listener:
                     # The rest of the burst, already queued: one tick serves it all.
                     for _ in self._conn.notifies(timeout=0):
                         pass
-                    self.woken += 1
                     return True
             except psycopg.Error as exc:
                 self._lost(exc)
@@ -241,10 +235,13 @@ class Listener:
         )
 
     def _connect(self) -> bool:
+        conn = None
         try:
             conn = psycopg.connect(**self._params)
             conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error as exc:
+            if conn is not None:
+                conn.close()
             self._failed(exc)
             return False
         if self._failures:

@@ -112,9 +112,23 @@ DELIVERY_INTERVAL_SECONDS = environment.number(
 # straight to the server when DATABASE_URL goes through PgBouncer in transaction pooling
 # (where LISTEN hears nothing); off to poll only. It must name the same database.
 DELIVERY_LISTEN_URL = environment.text("DELIVERY_LISTEN_URL")
+
+
+def _is_listen_url(value: str) -> bool:
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not value.startswith(("postgres://", "postgresql://")):
+        return False
+    try:
+        conninfo_to_dict(value)
+    except Exception:
+        return False
+    return True
+
+
 if DELIVERY_LISTEN_URL.lower() == "off":
     DELIVERY_LISTEN_URL = "off"
-elif DELIVERY_LISTEN_URL and not DELIVERY_LISTEN_URL.startswith(("postgres://", "postgresql://")):
+elif DELIVERY_LISTEN_URL and not _is_listen_url(DELIVERY_LISTEN_URL):
     # Not the value itself: it may hold a password.
     raise SettingError(
         "DELIVERY_LISTEN_URL is not a postgres:// URL; use postgres://USER:PASSWORD@HOST:PORT/"

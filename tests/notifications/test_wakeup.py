@@ -201,7 +201,9 @@ def test_many_requests_during_one_notify_cost_one_more(transactional_db, user):
     assert 1 <= waker.sent - before <= 5
 
 
-@pytest.mark.parametrize("value", ["mysql://u@h/db", "localhost:5432", "yes"])
+@pytest.mark.parametrize(
+    "value", ["mysql://u@h/db", "localhost:5432", "yes", "postgres://u@h/db?no_such_option=1"]
+)
 def test_a_listen_url_that_is_not_postgresql_is_refused(monkeypatch, value):
     with pytest.raises(SettingError, match="DELIVERY_LISTEN_URL is not a postgres:// URL"):
         read_settings(monkeypatch, DELIVERY_LISTEN_URL=value)
