@@ -245,3 +245,12 @@ def test_the_waking_thread_wakes_on_a_new_connection_when_the_server_dropped_its
         wakeup.request_wake()
         wakeup.waker().flush(timeout=10)
     assert [n.channel for n in heard] == [wakeup.CHANNEL]
+
+
+def test_the_waking_thread_outlives_a_database_it_may_not_use(caplog):
+    """pytest-django blocks the database outside database tests, as a lost server would: the
+    wake-up is dropped with a warning, and the thread goes on."""
+    wakeup.request_wake()
+    assert wakeup.waker().flush(timeout=10)
+    assert "could not wake the drains" in caplog.text
+    assert wakeup.waker()._thread.is_alive()
