@@ -21,6 +21,9 @@ from django.utils.translation import gettext_lazy as _
 class Message:
     subject: Promise
     body: Promise
+    # Parameters that grant something to whoever reads them (a password-reset link): the
+    # recipient gets them in the message, staff never see them (shown_params).
+    secret: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ MESSAGES: dict[str, Message] = {
             "The link works once, and for a limited time. If you did not ask, ignore this "
             "email: your password stays as it is."
         ),
+        # Anyone who reads the link can set the password, until it is used or expires.
+        secret=frozenset({"url"}),
     ),
 }
 
@@ -84,6 +89,19 @@ def render(*, key: str, params: Mapping[str, Any], language: str) -> Rendered:
             body=str(message.body).format(**params),
             language=language,
         )
+
+
+# What staff see in place of a secret parameter.
+HIDDEN = "•••"
+
+
+def shown_params(*, key: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """params as staff may see them: each of the message's secret parameters hidden (all of
+    them, for a key the catalogue no longer has: nothing says which were secret)."""
+    message = MESSAGES.get(key)
+    if message is None:
+        return dict.fromkeys(params, HIDDEN)
+    return {name: HIDDEN if name in message.secret else value for name, value in params.items()}
 
 
 # What render() raises on a stored notification it cannot render: a key removed since it was

@@ -3,6 +3,7 @@ Cancel (schedule.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -79,6 +80,17 @@ class NotificationAdmin(Worded, ReadOnlyAdmin):
     show_full_result_count = False
     paginator = BoundedCountPaginator
     inlines = [DeliveryInline]
+    # The stored parameters, with the secret ones hidden (catalogue.Message.secret): a staff
+    # member who may view notifications must not be able to use a user's reset link.
+    exclude = ("message_params",)
+    readonly_fields = ("parameters",)
+
+    @admin.display(description=_("parameters"))
+    def parameters(self, notification):
+        shown = catalogue.shown_params(
+            key=notification.message_key, params=notification.message_params
+        )
+        return json.dumps(shown, ensure_ascii=False, indent=2)
 
 
 class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
