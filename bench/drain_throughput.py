@@ -125,16 +125,12 @@ def plain_worker(url: str, batch_size: int, ready, start, results) -> None:
     threads, no heartbeat, no ORM. Django is set up only to read the statements and the
     settings before the clock starts; the loop never touches it."""
     setup_django(url)
-    from django.conf import settings
 
     from notifications import drain, outbox
 
-    # The parameters drain.drain passes to outbox.claim: the demo lane gets at most one round
-    # of the sender threads (there are no demo rows here, but the statement is the same).
-    claim_params = {
-        "batch_size": batch_size,
-        "demo_batch_size": min(settings.DELIVERY_CONCURRENCY, batch_size),
-    }
+    # The parameters drain.drain passes to outbox.claim (the statement has a lane per
+    # DELIVERY_LANES, each probed; the rows here are all in the default lane).
+    claim_params = {"batch_size": batch_size}
     flush_every = drain.FLUSH_EVERY
 
     # Plain psycopg's defaults apart from autocommit (Django's default too): server-side
@@ -157,6 +153,7 @@ def plain_worker(url: str, batch_size: int, ready, start, results) -> None:
                     "provider_message_ids": provider_ids,
                     "error_codes": blanks,
                     "error_messages": blanks,
+                    "throttled": [False] * len(ids),
                 },
             )
             return len(cursor.fetchall())
