@@ -13,9 +13,11 @@ at its rate, not with a second's worth at once. The providers publish a rate, no
 size, and a 429 costs more (a pause of at least a second for every drain) than a burst
 could win (a fraction of a second at the start of a broadcast).
 
-Each call is one statement, its own transaction, computed on the database's clock
-(clock_timestamp(), so two drains on two hosts agree on "now"): it works through PgBouncer
-in transaction pooling, and holds the row's lock for the statement only.
+Each reservation and hold is one statement, its own transaction, computed on the database's
+clock (clock_timestamp(), so two drains on two hosts agree on "now"): it works through
+PgBouncer in transaction pooling, and holds the row's lock for the statement only. (A key's
+first reservation in a process is preceded by one more, which makes sure its row exists.)
+Each drain turns the slots into its own time.monotonic() through _DatabaseClock.
 """
 
 from __future__ import annotations
