@@ -5,8 +5,9 @@ drains' shared slots (notifications/pacing.py) and, for comparison, unpaced.
 
 For each: the sends accepted a second (from the peer's first accepted send to its last, so
 the drains' start-up is not in it) as a share of the 30 allowed, the share of requests the
-peer answered 429, and the rows that ended dead. The peer runs in this process, each drain in
-its own, in a database of their own (v10r_bench_paced). About 70 s a run.
+peer answered 429, the rows that ended dead, and how often a row was claimed. The peer runs
+in this process, each drain in its own, in a database of their own (v10r_bench_paced). About
+80 s a run.
 
     .venv/bin/python bench/telegram_paced.py [--rows 2000] [--drains 4] [--mode both]
 """
