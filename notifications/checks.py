@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-from notifications import backoff, channels, lanes
+from notifications import backoff, channels, lanes, pacing
 from notifications.channels.base import Channel
 
 # Time for the claim, the group writes and the thread hand-offs of one batch, beyond the sends.
@@ -16,10 +16,15 @@ LEASE_MARGIN = timedelta(seconds=5)
 
 
 def worst_case_batch(*, batch_size: int, concurrency: int) -> timedelta:
-    """Return the longest a full batch can hold its rows: rounds of the slowest channel."""
-    slowest = max((c.worst_case for c in channels.configured().values()), default=timedelta())
+    """Return the longest a full batch can hold its rows: rounds of the slowest channel, and,
+    when a channel is paced, the longest a send may wait for its slot (notifications/pacing.py
+    grants none further ahead than its horizon)."""
+    configured = channels.configured().values()
+    slowest = max((c.worst_case for c in configured), default=timedelta())
     rounds = math.ceil(batch_size / concurrency)
-    return slowest * rounds + LEASE_MARGIN
+    paced = any(c.pace() is not None for c in configured)
+    waiting = timedelta(seconds=pacing.HORIZON) if paced else timedelta()
+    return slowest * rounds + waiting + LEASE_MARGIN
 
 
 def shortest_lease(*, batch_size: int, concurrency: int) -> int:
@@ -40,7 +45,8 @@ def lease_problem(*, lease: timedelta, batch_size: int, concurrency: int) -> str
         return (
             f"The claim lease ({lease.total_seconds():g} s) must exceed the worst case of a "
             f"full batch: {math.ceil(batch_size / concurrency)} round(s) of the slowest "
-            f"channel's timeout plus {LEASE_MARGIN.total_seconds():g} s = "
+            "channel's timeout, with the wait for a paced channel's slot if any, plus "
+            f"{LEASE_MARGIN.total_seconds():g} s = "
             f"{needed.total_seconds():g} s (batch {batch_size}, concurrency {concurrency})."
         )
     return None

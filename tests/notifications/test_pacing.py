@@ -4,12 +4,12 @@ the database's clock, one statement at a time."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
 
-from notifications import pacing
+from notifications import checks, pacing
 from notifications.channels import http
 from notifications.channels.base import Pace
 from notifications.channels.discord import DiscordChannel
@@ -215,3 +215,11 @@ def test_the_database_clock_is_read_through_the_tightest_round_trip():
     assert clock.sample(sent=12.0, answered=12.06, database_now=1012.0005) == pytest.approx(
         12.0005, abs=0.002
     )
+
+
+def test_a_paced_channel_lengthens_the_batch_the_lease_must_outlast_by_the_horizon(settings):
+    settings.DELIVERY_PROVIDER_RATES = {}
+    unpaced = checks.worst_case_batch(batch_size=25, concurrency=16)
+    settings.DELIVERY_PROVIDER_RATES = {"email": 2.5}
+    paced = checks.worst_case_batch(batch_size=25, concurrency=16)
+    assert paced - unpaced == timedelta(seconds=pacing.HORIZON)
