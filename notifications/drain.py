@@ -85,7 +85,9 @@ class Report:
     # it are counted under dead).
     throttled: int = 0
     fenced_off: int = 0
-    released: int = 0  # claimed, not sent before the time budget ran out, requeued
+    # Claimed and handed back unsent, the send not counted: the time budget ran out, or a paced
+    # channel had no slot for it soon enough (notifications/pacing.py).
+    released: int = 0
     skipped: bool = False  # another drain was running in this process
     # The batch came back full, or a capped lane took its cap, so more rows may be due: a loop
     # should not wait for its tick.
