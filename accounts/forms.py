@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, PasswordResetForm
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.urls import reverse
@@ -31,6 +31,22 @@ MESSAGE_KEY = "account.password_reset"
 
 class SignInForm(ThrottledSignInMixin, AuthenticationForm):
     """Django's sign-in form; its failures count with the admin's (core/signin.py)."""
+
+
+class ThrottledPasswordChangeForm(ThrottledSignInMixin, PasswordChangeForm):
+    """Django's password-change form, its old password counted as a sign-in: a stolen
+    session must not be a way to guess the password without limit."""
+
+    def __init__(self, *args, request, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request = request
+
+    def clean(self):
+        # The mixin counts clean_old_password(), not the whole form.
+        return PasswordChangeForm.clean(self)
+
+    def clean_old_password(self):
+        return self.counted(self.user.get_username(), super().clean_old_password)
 
 
 class PasswordResetRequestForm(PasswordResetForm):
@@ -99,7 +115,7 @@ class PasswordResetRequestForm(PasswordResetForm):
             type="security",
             message_key=MESSAGE_KEY,
             params={
-                "url": f"{context['protocol']}://{context['domain']}{path}",
+                "url": f"{link_origin(context)}{path}",
                 "site_name": context["site_name"],
                 "username": user.get_username(),
             },
@@ -107,6 +123,14 @@ class PasswordResetRequestForm(PasswordResetForm):
             # Someone is waiting for it: ahead of the ordinary lane.
             priority="high",
         )
+
+
+def link_origin(context) -> str:
+    """Where the emailed link points: SITE_ORIGIN when the site names one, else the scheme
+    and host of the request (which ALLOWED_HOSTS checks, but not its port)."""
+    if settings.SITE_ORIGIN:
+        return settings.SITE_ORIGIN
+    return f"{context['protocol']}://{context['domain']}"
 
 
 def recipient_language(user) -> str:

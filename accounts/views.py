@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth
 from django.urls import reverse_lazy
 
-from accounts.forms import PasswordResetRequestForm, SignInForm
+from accounts.forms import PasswordResetRequestForm, SignInForm, ThrottledPasswordChangeForm
 from core import ratelimit
 
 
@@ -28,6 +28,11 @@ class SignInView(_RefusesWhenThrottled, auth.LoginView):
 class SignOutView(auth.LogoutView):
     # POST only, as Django's own is: a link or an image on another site cannot sign anyone out.
     template_name = "accounts/signed_out.html"
+
+    def get_success_url(self):
+        # Always this page, whatever ?next= says: it empties the service worker's caches
+        # (pwa/flush.js), which a redirect elsewhere would skip.
+        return self.request.get_full_path()
 
 
 class PasswordResetView(_RefusesWhenThrottled, auth.PasswordResetView):
@@ -52,9 +57,13 @@ class PasswordResetCompleteView(auth.PasswordResetCompleteView):
     template_name = "accounts/password_reset_complete.html"
 
 
-class PasswordChangeView(auth.PasswordChangeView):
+class PasswordChangeView(_RefusesWhenThrottled, auth.PasswordChangeView):
+    form_class = ThrottledPasswordChangeForm
     template_name = "accounts/password_change.html"
     success_url = reverse_lazy("accounts:password_change_done")
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}
 
 
 class PasswordChangeDoneView(auth.PasswordChangeDoneView):

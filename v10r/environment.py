@@ -140,6 +140,32 @@ def url(name: str, *, default: str) -> str:
     return value
 
 
+def origin(name: str) -> str:
+    """An http(s) origin (scheme, host and optional port; no path), or "" when unset."""
+    value = text(name).rstrip("/")
+    if not value:
+        return ""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - reading it validates it
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in {"http", "https"}
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise SettingError(
+            f"{name}={value!r} is not an origin; use https://host or https://host:port, "
+            "with no path."
+        )
+    return value
+
+
 def networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """A comma-separated list of networks in CIDR notation."""
     found = []

@@ -40,6 +40,10 @@ ALLOWED_HOSTS = environment.names(
     "DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"]
 )
 CSRF_TRUSTED_ORIGINS = environment.names("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+# The site's own origin (https://v10r.example), for the links its emails carry. Unset, a link
+# takes the scheme and host of the request that caused it: ALLOWED_HOSTS checks the host, but
+# not the port, which the client chooses.
+SITE_ORIGIN = environment.origin("SITE_ORIGIN")
 
 DATABASE_URL = environment.text("DATABASE_URL")
 # Where the embedded PostgreSQL keeps its data when DATABASE_URL is unset (V10R_PGDATA,

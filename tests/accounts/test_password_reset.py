@@ -195,3 +195,19 @@ def test_a_link_older_than_an_hour_no_longer_works(client, ada):
         token = generator.make_token(ada)
         path = reverse("accounts:password_reset_confirm", kwargs={"uidb64": uid, "token": token})
         assert client.get(path, follow=True).context["validlink"] is works
+
+
+def test_with_site_origin_set_the_link_ignores_the_requests_host_and_port(client, ada, settings):
+    settings.ALLOWED_HOSTS = ["testserver"]
+    client.post(
+        RESET, {"email": "ada@example.com"}, REMOTE_ADDR="192.0.2.10", HTTP_HOST="testserver:6666"
+    )
+    assert Notification.objects.get().message_params["url"].startswith("http://testserver:6666/")
+    Notification.objects.all().delete()
+    settings.SITE_ORIGIN = "https://v10r.example"
+    client.post(
+        RESET, {"email": "ada@example.com"}, REMOTE_ADDR="192.0.2.11", HTTP_HOST="testserver:6666"
+    )
+    url = Notification.objects.get().message_params["url"]
+    assert url.startswith("https://v10r.example/account/password-reset/")
+    assert LINK.fullmatch(url)

@@ -133,9 +133,7 @@ def test_a_signed_in_user_changes_their_password(client, ada):
     assert ada.check_password("another-long-password-2")
 
 
-def test_the_offline_page_names_nobody_and_reads_no_session_so_the_worker_may_keep_it(
-    client, ada
-):
+def test_the_offline_page_names_nobody_and_reads_no_session_so_the_worker_may_keep_it(client, ada):
     client.force_login(ada)
     home = client.get("/")
     assert "Signed in as Ada" in home.content.decode()
@@ -143,3 +141,36 @@ def test_the_offline_page_names_nobody_and_reads_no_session_so_the_worker_may_ke
     offline = client.get("/offline/")
     assert "Signed in as" not in offline.content.decode()
     assert "Cookie" not in offline.get("Vary", "")
+
+
+def test_a_stolen_session_cannot_guess_the_old_password_without_limit(client, ada):
+    client.force_login(ada)
+
+    def change(old: str):
+        new = "another-long-password-2"
+        return client.post(
+            "/account/password/",
+            {"old_password": old, "new_password1": new, "new_password2": new},
+            REMOTE_ADDR="192.0.2.10",
+        )
+
+    for _ in range(LOGIN_FAILURES_PER_CLIENT):
+        assert change("wrong").status_code == 200
+    refused = change(PASSWORD)
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 15 * 60
+    assert REFUSED[""] in refused.content.decode()
+    ada.refresh_from_db()
+    assert ada.check_password(PASSWORD)
+    # The count is the sign-in's: the same client is refused at the sign-in form too.
+    client.logout()
+    assert sign_in(client).status_code == 429
+
+
+@pytest.mark.parametrize("next_url", ["/ru/", "//evil.example/", "https://evil.example/"])
+def test_sign_out_always_shows_its_own_page_whatever_next_says(client, ada, next_url):
+    client.force_login(ada)
+    response = client.post(SIGN_OUT + "?next=" + next_url)
+    assert response.status_code == 200
+    assert "pwa/flush" in response.content.decode()
+    assert "_auth_user_id" not in client.session

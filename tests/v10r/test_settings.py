@@ -337,3 +337,30 @@ def test_bare_gunicorn_without_the_config_stops_on_a_bad_setting_without_a_trace
     assert result.stderr.count("DELIVERY_CONCURRENCY='100000' must be at most 64") == 1
     assert "Traceback" not in result.stderr
     assert "App failed to load" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [
+        ("", ""),
+        ("https://v10r.example/", "https://v10r.example"),
+        ("http://h:8080", "http://h:8080"),
+    ],
+)
+def test_site_origin_is_an_origin_without_its_trailing_slash(monkeypatch, value, read):
+    assert read_settings(monkeypatch, SITE_ORIGIN=value)["SITE_ORIGIN"] == read
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "v10r.example",
+        "ftp://v10r.example",
+        "https://v10r.example/app",
+        "https://u@h",
+        "https://h:99999",
+    ],
+)
+def test_site_origin_with_a_path_or_another_scheme_is_refused(monkeypatch, value):
+    with pytest.raises(SettingError, match=r"^SITE_ORIGIN='.*' is not an origin; use https://host"):
+        read_settings(monkeypatch, SITE_ORIGIN=value)
