@@ -25,37 +25,18 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url, start_drain  # noqa: E402
+from bench.database import (  # noqa: E402
+    environment,
+    fill_addressed,
+    prepare_database,
+    server_url,
+    start_drain,
+)
 from bench.report import print_table  # noqa: E402
 from tests.ratepeer import RateLimitedTelegram  # noqa: E402
 
 TOKEN = "424242:bench-token"
 RATE = 30
-
-FILL_SQL = """
-WITH reader AS (
-    INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
-                           is_staff, is_active, date_joined)
-    VALUES ('!', false, 'telegram-reader', '', '', '', false, true, now())
-    RETURNING id
-),
-chat AS (
-    INSERT INTO notifications.channel_addresses (user_id, channel, address, is_active,
-                                                 created_at, deactivated_reason)
-    SELECT id, 'telegram', '1001', true, now(), '' FROM reader
-    RETURNING user_id
-),
-made AS (
-    INSERT INTO notifications.notifications (id, user_id, type, message_key, message_params,
-                                             action_url, created_at)
-    SELECT gen_random_uuid(), chat.user_id, 'bench', 'queue.demo', '{"label": "bench"}', '',
-           now()
-    FROM chat, generate_series(1, %(rows)s)
-    RETURNING id
-)
-INSERT INTO notifications.notification_deliveries (notification_id, channel)
-SELECT id, 'telegram' FROM made
-"""
 
 STATUS_SQL = """
 SELECT status, count(*) FROM notifications.notification_deliveries GROUP BY status
@@ -69,7 +50,7 @@ def one_run(url: str, *, rows: int, drains: int, paced: bool) -> list[str]:
     peer = RateLimitedTelegram(token=TOKEN, rate=RATE)
     try:
         with psycopg.connect(url, autocommit=True) as db:
-            db.execute(FILL_SQL, {"rows": rows})
+            fill_addressed(db, channel="telegram", address="1001", rows=rows)
         env = environment(url) | {
             "TELEGRAM_BOT_TOKEN": TOKEN,
             "TELEGRAM_API_BASE_URL": peer.base_url,

@@ -26,37 +26,19 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url, start_drain  # noqa: E402
+from bench.database import (  # noqa: E402
+    environment,
+    fill_addressed,
+    prepare_database,
+    server_url,
+    start_drain,
+)
 
 LATENCIES_MS = (0, 20)
 
-FILL_SQL = """
-WITH reader AS (
-    INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
-                           is_staff, is_active, date_joined)
-    VALUES ('!', false, 'hook-reader', '', '', '', false, true, now())
-    RETURNING id
-),
-hook AS (
-    INSERT INTO notifications.channel_addresses (user_id, channel, address, is_active,
-                                                 created_at, deactivated_reason)
-    SELECT id, 'webhook', %(url)s, true, now(), '' FROM reader
-    RETURNING id, user_id
-),
-secret AS (
-    INSERT INTO notifications.webhook_secrets (address_id, secret, previous_secret)
-    SELECT id, %(secret)s, '' FROM hook
-),
-made AS (
-    INSERT INTO notifications.notifications (id, user_id, type, message_key, message_params,
-                                             action_url, created_at)
-    SELECT gen_random_uuid(), hook.user_id, 'bench', 'queue.demo', '{"label": "bench"}', '',
-           now()
-    FROM hook, generate_series(1, %(rows)s)
-    RETURNING id
-)
-INSERT INTO notifications.notification_deliveries (notification_id, channel)
-SELECT id, 'webhook' FROM made
+SECRET_SQL = """
+INSERT INTO notifications.webhook_secrets (address_id, secret, previous_secret)
+VALUES (%(address_id)s, %(secret)s, '')
 """
 
 
@@ -102,7 +84,8 @@ def one_run(url: str, rows: int, latency_ms: int) -> float:
     try:
         with psycopg.connect(url, autocommit=True) as db:
             secret = signing.new_secret()
-            db.execute(FILL_SQL, {"url": receiver.url, "secret": secret, "rows": rows})
+            address_id = fill_addressed(db, channel="webhook", address=receiver.url, rows=rows)
+            db.execute(SECRET_SQL, {"address_id": address_id, "secret": secret})
         env = environment(url) | {
             "DELIVERY_WEBHOOK_ALLOW_LOOPBACK": "1",
             "V10R_CHANNELS": "webhook,demo",

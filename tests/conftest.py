@@ -54,6 +54,13 @@ def default_language():
 
 
 @pytest.fixture
+def quick_hashes(settings):
+    """MD5 passwords: dozens of sign-ins at a real hasher's cost would take a minute, and the
+    sign-in throttles under test do not care how a password is hashed."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
 def smtp_server():
     """An SMTP server (aiosmtpd) on a free loopback port."""
     from tests.smtp import SMTPServer

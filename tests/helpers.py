@@ -135,6 +135,26 @@ def execute(sql: str, params=None) -> None:
         cursor.execute(sql, params)
 
 
+def _slot_seconds(key: str, *, since: str) -> float:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT extract(epoch FROM next_slot_at - {since})"
+            " FROM notifications.provider_rates WHERE key = %s",
+            [key],
+        )
+        return float(cursor.fetchone()[0])
+
+
+def next_slot(key: str) -> float:
+    """The pacing key's next slot, as seconds since the epoch."""
+    return _slot_seconds(key, since="'epoch'::timestamptz")
+
+
+def seconds_until_next_slot(key: str) -> float:
+    """How far ahead of the database's clock the pacing key's next slot stands."""
+    return _slot_seconds(key, since="clock_timestamp()")
+
+
 def update_delivery(delivery_id: int, assignments: str) -> None:
     """Set fields of one delivery in SQL (assignments: "attempts = 4, …"), behind the
     outbox's back: a row's past, or a state no code path leaves it in."""

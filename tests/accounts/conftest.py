@@ -6,9 +6,8 @@ PASSWORD = "a-long-password-1"
 
 
 @pytest.fixture(autouse=True)
-def quick_hashes(settings):
-    # Dozens of sign-ins at a real hasher's cost would take a minute; the throttle does not care.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def _quick_hashes(quick_hashes):
+    """Every account test signs in with MD5 passwords (tests/conftest.py says why)."""
 
 
 @pytest.fixture

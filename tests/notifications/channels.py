@@ -9,27 +9,28 @@ from datetime import timedelta
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
 
-class _Recorder(Channel):
-    """Keeps every Outgoing it saw (class-wide, so tests can read it), thread-safely."""
+class Recorder(Channel):
+    """Keeps what each send records, by default its Outgoing (class-wide, so tests can read
+    it), thread-safely."""
 
     address_source = AddressSource.NONE
-    seen: list[Outgoing] = []
+    seen: list = []
     lock = threading.Lock()
 
     @property
     def worst_case(self) -> timedelta:
         return timedelta(seconds=1)
 
-    def record(self, outgoing: Outgoing) -> None:
+    def record(self, seen) -> None:
         with self.lock:
-            type(self).seen.append(outgoing)
+            type(self).seen.append(seen)
 
     @classmethod
     def reset(cls) -> None:
         cls.seen = []
 
 
-class RecordingChannel(_Recorder):
+class RecordingChannel(Recorder):
     name = "recording"
 
     def send(self, outgoing: Outgoing) -> SendResult:
@@ -37,7 +38,7 @@ class RecordingChannel(_Recorder):
         return SendResult(provider_message_id=f"rec-{outgoing.delivery_id}")
 
 
-class AlwaysRetryableChannel(_Recorder):
+class AlwaysRetryableChannel(Recorder):
     """An upstream that is always down: every send fails, retryably."""
 
     name = "always_retryable"
@@ -47,7 +48,7 @@ class AlwaysRetryableChannel(_Recorder):
         raise ChannelError("UPSTREAM_503", "Service Unavailable", retryable=True)
 
 
-class RejectingChannel(_Recorder):
+class RejectingChannel(Recorder):
     name = "rejecting"
 
     def send(self, outgoing: Outgoing) -> SendResult:
@@ -55,7 +56,7 @@ class RejectingChannel(_Recorder):
         raise ChannelError("BAD_ADDRESS", "No such recipient", retryable=False)
 
 
-class ExplodingChannel(_Recorder):
+class ExplodingChannel(Recorder):
     """A channel with a bug in it."""
 
     name = "exploding"
@@ -65,7 +66,7 @@ class ExplodingChannel(_Recorder):
         raise RuntimeError("a bug in the channel")
 
 
-class BlockedChannel(_Recorder):
+class BlockedChannel(Recorder):
     """A chat bot the recipient has blocked (a 403): the address must be switched off."""
 
     name = "blocked"
@@ -81,7 +82,7 @@ class BlockedChannel(_Recorder):
         )
 
 
-class GatedChannel(_Recorder):
+class GatedChannel(Recorder):
     """Sends wait until the test opens the gate; counts how many are in flight at once."""
 
     name = "gated"
@@ -115,7 +116,7 @@ class GatedChannel(_Recorder):
         return SendResult(provider_message_id=f"gated-{outgoing.delivery_id}")
 
 
-class SlowChannel(_Recorder):
+class SlowChannel(Recorder):
     """Every send takes SECONDS; the lease check and time budgets see WORST_CASE."""
 
     name = "slow"
@@ -132,7 +133,7 @@ class SlowChannel(_Recorder):
         return SendResult(provider_message_id=f"slow-{outgoing.delivery_id}")
 
 
-class _ThreadRecorder(_Recorder):
+class _ThreadRecorder(Recorder):
     """Like RecordingChannel, and remembers which thread sent each."""
 
     threads: list[str] = []

@@ -29,13 +29,7 @@ def test_send_writes_the_notification_and_one_pending_delivery_per_channel(db, u
 
 def test_enqueue_rolls_back_with_the_callers_transaction(db, user):
     with pytest.raises(RuntimeError), transaction.atomic():
-        send_notification(
-            user=user,
-            type="welcome",
-            message_key="welcome",
-            params={"name": "A"},
-            channels=["recording"],
-        )
+        welcome(user, channels=["recording"])
         raise RuntimeError("the caller's own work failed")
     assert Notification.objects.count() == 0
     assert NotificationDelivery.objects.count() == 0

@@ -16,29 +16,9 @@ from notifications.channels.discord import DiscordChannel
 from notifications.channels.email import EmailChannel
 from notifications.channels.telegram import TelegramChannel
 from notifications.models import ProviderRate
+from tests.helpers import next_slot, seconds_until_next_slot
 from tests.v10r.test_settings import read_settings
 from v10r.environment import SettingError
-
-
-def next_slot(key: str) -> float:
-    """The key's next slot, as seconds since the epoch."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT extract(epoch FROM next_slot_at) FROM notifications.provider_rates"
-            " WHERE key = %s",
-            [key],
-        )
-        return float(cursor.fetchone()[0])
-
-
-def seconds_until_next_slot(key: str) -> float:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT extract(epoch FROM next_slot_at - clock_timestamp())"
-            " FROM notifications.provider_rates WHERE key = %s",
-            [key],
-        )
-        return float(cursor.fetchone()[0])
 
 
 def test_a_new_key_grants_slots_one_interval_apart_from_now(db):

@@ -4,7 +4,6 @@ loopback Telegram that allows 30 sends a second, and one that allows none."""
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 
@@ -12,30 +11,31 @@ import pytest
 from django.db import connection
 
 from notifications import channels, pacing, worker
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from notifications.channels.base import ChannelError, Outgoing, SendResult
 from notifications.models import ChannelAddress, NotificationDelivery, ProviderRate, Status
-from tests.helpers import counts, database_url, make_deliveries, poll, start_drain, stop
+from tests.helpers import (
+    counts,
+    database_url,
+    make_deliveries,
+    poll,
+    seconds_until_next_slot,
+    start_drain,
+    stop,
+)
+from tests.notifications.channels import Recorder
 from tests.ratepeer import RateLimitedTelegram
 
 TOKEN = "123456:pacing-token"
 SHIPPED_LATE = pacing.LATE  # before the paced fixture widens it
 
 
-class TimedChannel(Channel):
-    """Sends at once, and remembers when each send started."""
+class TimedChannel(Recorder):
+    """Sends at once, and records when each send started."""
 
     name = "timed"
-    address_source = AddressSource.NONE
-    started: list[float] = []
-    lock = threading.Lock()
-
-    @property
-    def worst_case(self) -> timedelta:
-        return timedelta(seconds=1)
 
     def send(self, outgoing: Outgoing) -> SendResult:
-        with self.lock:
-            type(self).started.append(time.monotonic())
+        self.record(time.monotonic())
         return SendResult(provider_message_id=f"timed-{outgoing.delivery_id}")
 
 
@@ -79,21 +79,10 @@ def paced(settings, monkeypatch):
             for c in (TimedChannel, ThrottlingChannel, SlowChannel)
         },
     }
-    TimedChannel.started = []
-    ThrottlingChannel.started = []
-    SlowChannel.started = []
+    for channel in (TimedChannel, ThrottlingChannel, SlowChannel):
+        channel.reset()
     settings.DELIVERY_PROVIDER_RATES = {}
     yield settings.DELIVERY_PROVIDER_RATES
-
-
-def seconds_until_next_slot(key: str) -> float:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT extract(epoch FROM next_slot_at - clock_timestamp())"
-            " FROM notifications.provider_rates WHERE key = %s",
-            [key],
-        )
-        return float(cursor.fetchone()[0])
 
 
 def test_a_paced_channel_starts_its_sends_its_rate_apart(db, user, paced):
@@ -104,7 +93,7 @@ def test_a_paced_channel_starts_its_sends_its_rate_apart(db, user, paced):
     assert report.sent == 10
     # 16 sender threads were free to send all ten at once; none started before its slot,
     # 1/19 s apart (1/20 with pacing.HEADROOM) from the drain's reservation on.
-    late = [at - began - i / 19 for i, at in enumerate(sorted(TimedChannel.started))]
+    late = [at - began - i / 19 for i, at in enumerate(sorted(TimedChannel.seen))]
     assert min(late) >= 0, late
     assert ProviderRate.objects.get().key == "timed"
 
@@ -148,7 +137,7 @@ def test_a_send_that_cannot_start_on_time_for_its_slot_is_given_back(db, user, p
     make_deliveries(user, 3, channel="slow_timed")
     report = worker.drain_once(batch_size=3, concurrency=1)
     assert (report.sent, report.released) == (1, 2)
-    assert len(SlowChannel.started) == 1
+    assert len(SlowChannel.seen) == 1
 
 
 def test_the_deadline_counts_the_wait_for_a_slot(db, user, paced):
@@ -158,7 +147,7 @@ def test_the_deadline_counts_the_wait_for_a_slot(db, user, paced):
     # only the first two can finish within 1.6 s. The rest go back to the queue.
     report = worker.drain_once(batch_size=6, budget=timedelta(seconds=1.6))
     assert (report.sent, report.released) == (2, 4)
-    assert len(TimedChannel.started) == 2
+    assert len(TimedChannel.seen) == 2
     assert counts() == {Status.SENT: 2, Status.PENDING: 4}
 
 
@@ -167,7 +156,7 @@ def test_a_429_holds_the_key_for_every_drain_and_stops_this_batch(db, user, pace
     [first, *others] = make_deliveries(user, 3, channel="throttling")
     report = worker.drain_once(batch_size=3, concurrency=4)
     # The first send met the 429; the two slotted after it were not started, and went back.
-    assert len(ThrottlingChannel.started) == 1
+    assert len(ThrottlingChannel.seen) == 1
     assert report.released == 2
     # Every drain's next slot under the key is the Retry-After away.
     assert 2.5 < seconds_until_next_slot("throttling") <= 3.0

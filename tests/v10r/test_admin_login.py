@@ -11,16 +11,10 @@ import pytest
 
 from v10r.admin import LOGIN_FAILURES_PER_CLIENT, LOGIN_FAILURES_PER_USERNAME
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_hashes")]
 
 LOGIN = "/admin/login/"
 PASSWORD = "a-long-password-1"
-
-
-@pytest.fixture(autouse=True)
-def quick_hashes(settings):
-    # Sixty sign-ins at a real hasher's cost would take a minute; the throttle does not care.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
