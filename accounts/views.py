@@ -1,4 +1,5 @@
-"""Django's own auth views, with the site's templates and forms.
+"""Django's own auth views, with the site's templates and forms. Each view's title (in its
+extra_context) is its page's title and heading (accounts/page.html).
 
 A sign-in or reset request refused by its rate limit answers 429 with Retry-After, the form
 showing why (core.ratelimit.refuse)."""
@@ -7,12 +8,18 @@ from __future__ import annotations
 
 from django.contrib.auth import views as auth
 from django.urls import reverse_lazy
+from django.utils.translation import gettext_lazy as _
 
 from accounts.forms import PasswordResetRequestForm, SignInForm, ThrottledPasswordChangeForm
 from core import ratelimit
 
 
 class _RefusesWhenThrottled:
+    def get_form_kwargs(self):
+        # A throttled form counts by the client, so it is given the request (as LoginView's
+        # own form already is).
+        return {**super().get_form_kwargs(), "request": self.request}
+
     def form_invalid(self, form):
         response = super().form_invalid(form)
         if form.retry_after_seconds:
@@ -21,12 +28,14 @@ class _RefusesWhenThrottled:
 
 
 class SignInView(_RefusesWhenThrottled, auth.LoginView):
+    extra_context = {"title": _("Sign in")}
     authentication_form = SignInForm
     template_name = "accounts/sign_in.html"
 
 
 class SignOutView(auth.LogoutView):
     # POST only, as Django's own is: a link or an image on another site cannot sign anyone out.
+    extra_context = {"title": _("You are signed out")}
     template_name = "accounts/signed_out.html"
 
     def get_success_url(self):
@@ -36,35 +45,35 @@ class SignOutView(auth.LogoutView):
 
 
 class PasswordResetView(_RefusesWhenThrottled, auth.PasswordResetView):
+    extra_context = {"title": _("Reset your password")}
     form_class = PasswordResetRequestForm
     template_name = "accounts/password_reset.html"
     success_url = reverse_lazy("accounts:password_reset_sent")
 
-    def get_form_kwargs(self):
-        return {**super().get_form_kwargs(), "request": self.request}
-
 
 class PasswordResetSentView(auth.PasswordResetDoneView):
+    extra_context = {"title": _("Check your email")}
     template_name = "accounts/password_reset_sent.html"
 
 
 class PasswordResetConfirmView(auth.PasswordResetConfirmView):
+    extra_context = {"title": _("Choose a new password")}
     template_name = "accounts/password_reset_confirm.html"
     success_url = reverse_lazy("accounts:password_reset_complete")
 
 
 class PasswordResetCompleteView(auth.PasswordResetCompleteView):
+    extra_context = {"title": _("Your password is set")}
     template_name = "accounts/password_reset_complete.html"
 
 
 class PasswordChangeView(_RefusesWhenThrottled, auth.PasswordChangeView):
+    extra_context = {"title": _("Change your password")}
     form_class = ThrottledPasswordChangeForm
     template_name = "accounts/password_change.html"
     success_url = reverse_lazy("accounts:password_change_done")
 
-    def get_form_kwargs(self):
-        return {**super().get_form_kwargs(), "request": self.request}
-
 
 class PasswordChangeDoneView(auth.PasswordChangeDoneView):
+    extra_context = {"title": _("Your password is changed")}
     template_name = "accounts/password_change_done.html"

@@ -26,13 +26,8 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import (  # noqa: E402
-    environment,
-    fill_addressed,
-    prepare_database,
-    server_url,
-    start_drain,
-)
+from bench.database import environment, prepare_database, server_url, start_drain  # noqa: E402
+from bench.fill import fill_addressed  # noqa: E402
 
 LATENCIES_MS = (0, 20)
 

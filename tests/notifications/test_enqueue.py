@@ -17,6 +17,18 @@ def welcome(user, *, channels):
     )
 
 
+def demo(user, *, channels=("recording",), **options):
+    """Queue the queue demo's message for user on channels, with send_notification's options."""
+    return send_notification(
+        user=user,
+        type="t",
+        message_key="queue.demo",
+        params={"label": "a"},
+        channels=list(channels),
+        **options,
+    )
+
+
 def test_send_writes_the_notification_and_one_pending_delivery_per_channel(db, user):
     notification = welcome(user, channels=["email", "recording", "email"])
     deliveries = notification.deliveries.order_by("channel")
@@ -190,14 +202,7 @@ def test_adding_channels_is_one_insert_that_skips_what_is_there(db, user):
 def test_a_priority_names_the_lane_and_the_default_is_normal(db, user):
     from notifications import outbox
 
-    urgent = send_notification(
-        user=user,
-        type="t",
-        message_key="queue.demo",
-        params={"label": "a"},
-        channels=["recording"],
-        priority="high",
-    )
+    urgent = demo(user, priority="high")
     plain = welcome(user, channels=["recording"])
     assert urgent.deliveries.get().lane == "high"
     assert plain.deliveries.get().lane == "normal"
@@ -207,26 +212,12 @@ def test_a_priority_names_the_lane_and_the_default_is_normal(db, user):
 
 def test_an_unknown_priority_is_refused_naming_the_known_ones(db, user):
     with pytest.raises(ValueError, match="Unknown priority 'urgent'; known: high, normal, low"):
-        send_notification(
-            user=user,
-            type="t",
-            message_key="queue.demo",
-            params={"label": "a"},
-            channels=["recording"],
-            priority="urgent",
-        )
+        demo(user, priority="urgent")
     assert Notification.objects.count() == 0
 
 
 def later(user, send_at):
-    return send_notification(
-        user=user,
-        type="t",
-        message_key="queue.demo",
-        params={"label": "a"},
-        channels=["recording", "email"],
-        send_at=send_at,
-    )
+    return demo(user, channels=["recording", "email"], send_at=send_at)
 
 
 def test_send_at_holds_the_deliveries_until_then_by_the_database_clock(db, user):
