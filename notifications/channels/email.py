@@ -74,16 +74,17 @@ class _Dropped(Exception):
     """The connection was found closed before the server was handed the message."""
 
 
-class EmailChannel(Channel):
+class EmailChannel(pools.Keeper, Channel):
     """Sends through MAILERS["default"] (SMTP in production; EMAIL_TIMEOUT is its timeout)."""
 
     name = "email"
     address_source = AddressSource.EMAIL
     mailer = "default"
+    idle_seconds = IDLE_SECONDS
 
     def __init__(self) -> None:
         # Each sender thread's mail backend, and the connection it keeps open.
-        self._backends = pools.Pool(make=lambda: mailers[self.mailer], close=_close)
+        self._pool = pools.Pool(make=lambda: mailers[self.mailer], close=_close)
 
     @property
     def timeout(self) -> float:
@@ -126,7 +127,7 @@ class EmailChannel(Channel):
             raise ChannelError("BAD_MESSAGE", str(exc), retryable=False) from None
 
         # Another MAILERS entry means another server: a connection to the old one is no use.
-        with self._backends.checkout(key=repr(settings.MAILERS[self.mailer])) as backend:
+        with self._pool.checkout(key=repr(settings.MAILERS[self.mailer])) as backend:
             self._send_within_deadline(backend, letter)
         return SendResult(provider_message_id=message_id)
 
@@ -181,17 +182,9 @@ class EmailChannel(Channel):
                 raise again.__cause__ or smtplib.SMTPServerDisconnected("closed") from None
         return True
 
-    def close_idle(self) -> None:
-        """Close the connections no sender has used for IDLE_SECONDS."""
-        self._backends.close_idle(seconds=IDLE_SECONDS)
-
-    def close(self) -> None:
-        """Close every connection not in use: the worker is stopping."""
-        self._backends.close()
-
     def open_connections(self) -> int:
         """How many connections the sender threads hold open now."""
-        return sum(1 for b in self._backends.items() if getattr(b, "connection", None))
+        return sum(1 for b in self._pool.items() if getattr(b, "connection", None))
 
 
 @dataclass(frozen=True)

@@ -371,13 +371,15 @@ class _Origins:
         self.links.clear()
 
 
-class Client:
+class Client(pools.Keeper):
     """Sends HTTP requests within a deadline, on connections kept per sender thread.
 
     guard: check every address a host name resolves to before connecting (webhooks); None
     trusts the name (a bot API's configured base URL). ssl_context: the system's trusted
     certificates unless given (a private CA, a test's own).
     """
+
+    idle_seconds = IDLE_SECONDS
 
     def __init__(
         self,
@@ -395,7 +397,7 @@ class Client:
         self.user_agent = user_agent
         self.max_body_bytes = max_body_bytes
         self._ssl_context = ssl_context
-        self._origins = pools.Pool(make=_Origins, close=_Origins.close)
+        self._pool = pools.Pool(make=_Origins, close=_Origins.close)
 
     @property
     def worst_case(self) -> timedelta:
@@ -439,7 +441,7 @@ class Client:
             )
         sent_headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
         sent_headers.update(headers or {})
-        with self._origins.checkout() as origins:
+        with self._pool.checkout() as origins:
             return self._request_on(
                 origins, destination, method, sent_headers, body, until=until, secrets=secrets
             )
@@ -592,17 +594,9 @@ class Client:
         conn.client = self
         return conn
 
-    def close_idle(self) -> None:
-        """Close the connections of sender threads that have not sent for IDLE_SECONDS."""
-        self._origins.close_idle(seconds=IDLE_SECONDS)
-
-    def close(self) -> None:
-        """Close every connection not in use: the worker is stopping."""
-        self._origins.close()
-
     def open_connections(self) -> int:
         """How many connections the sender threads hold open now."""
-        kept = self._origins.items()
+        kept = self._pool.items()
         return sum(link.is_open for origins in kept for link in list(origins.links.values()))
 
 

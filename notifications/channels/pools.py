@@ -84,3 +84,19 @@ class Pool[T]:
         """Every thread's item, in use or not: for counting what is open."""
         with self._lock:
             return [held.item for held in self._held.values()]
+
+
+class Keeper:
+    """What the worker asks of whatever keeps its senders' connections in a Pool (its _pool):
+    to close those unused for idle_seconds on a quiet turn, and all of them when it stops."""
+
+    _pool: Pool
+    idle_seconds: float
+
+    def close_idle(self) -> None:
+        """Close the connections no sender has used for idle_seconds."""
+        self._pool.close_idle(seconds=self.idle_seconds)
+
+    def close(self) -> None:
+        """Close every connection not in use: the worker is stopping."""
+        self._pool.close()

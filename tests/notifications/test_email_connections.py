@@ -92,7 +92,7 @@ def test_a_quiet_tick_closes_connections_left_idle(
     queue_emails(django_user_model, 6)
     assert loop_worker.drain_once(concurrency=2).sent == 6
     assert channels.get("email").open_connections() >= 1
-    monkeypatch.setattr(email_channel, "IDLE_SECONDS", 0.0)
+    monkeypatch.setattr(email_channel.EmailChannel, "idle_seconds", 0.0)
     loop_worker.tick()  # nothing due: the queue rests
     assert channels.get("email").open_connections() == 0
     assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)

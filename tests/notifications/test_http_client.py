@@ -184,10 +184,10 @@ def test_a_reply_that_closes_its_connection_is_not_kept(peer, client):
 
 def test_close_idle_closes_the_connections_idle_long_enough(peer, client, monkeypatch):
     client.request("GET", f"{peer.url}/")
-    monkeypatch.setattr(http, "IDLE_SECONDS", 3600)
+    monkeypatch.setattr(http.Client, "idle_seconds", 3600)
     client.close_idle()
     assert client.open_connections() == 1
-    monkeypatch.setattr(http, "IDLE_SECONDS", 0)
+    monkeypatch.setattr(http.Client, "idle_seconds", 0)
     client.close_idle()
     assert client.open_connections() == 0
     assert peer.wait_for_open_connections(0) == 0
