@@ -51,20 +51,10 @@ class PasswordResetView(_RefusesWhenThrottled, auth.PasswordResetView):
     success_url = reverse_lazy("accounts:password_reset_sent")
 
 
-class PasswordResetSentView(auth.PasswordResetDoneView):
-    extra_context = {"title": _("Check your email")}
-    template_name = "accounts/password_reset_sent.html"
-
-
 class PasswordResetConfirmView(auth.PasswordResetConfirmView):
     extra_context = {"title": _("Choose a new password")}
     template_name = "accounts/password_reset_confirm.html"
     success_url = reverse_lazy("accounts:password_reset_complete")
-
-
-class PasswordResetCompleteView(auth.PasswordResetCompleteView):
-    extra_context = {"title": _("Your password is set")}
-    template_name = "accounts/password_reset_complete.html"
 
 
 class PasswordChangeView(_RefusesWhenThrottled, auth.PasswordChangeView):
@@ -74,6 +64,18 @@ class PasswordChangeView(_RefusesWhenThrottled, auth.PasswordChangeView):
     success_url = reverse_lazy("accounts:password_change_done")
 
 
-class PasswordChangeDoneView(auth.PasswordChangeDoneView):
-    extra_context = {"title": _("Your password is changed")}
-    template_name = "accounts/password_change_done.html"
+def _told(view: type[auth.PasswordContextMixin], name: str, title):
+    """A page that only tells of a step done: Django's view, with the page's template (named
+    as the page is) and title."""
+    return view.as_view(template_name=f"accounts/{name}.html", extra_context={"title": title})
+
+
+password_reset_sent = _told(
+    auth.PasswordResetDoneView, "password_reset_sent", _("Check your email")
+)
+password_reset_complete = _told(
+    auth.PasswordResetCompleteView, "password_reset_complete", _("Your password is set")
+)
+password_change_done = _told(
+    auth.PasswordChangeDoneView, "password_change_done", _("Your password is changed")
+)

@@ -46,6 +46,18 @@ WORDS = {
 }
 
 
+@pytest.fixture(params=sorted(WORDS))
+def prefix(request) -> str:
+    """Each language's address prefix in turn."""
+    return request.param
+
+
+@pytest.fixture
+def words(prefix) -> dict[str, str]:
+    """What the pages say in the prefix's language."""
+    return WORDS[prefix]
+
+
 @pytest.fixture
 def ada(django_user_model):
     return django_user_model.objects.create_user(
@@ -53,9 +65,7 @@ def ada(django_user_model):
     )
 
 
-@pytest.mark.parametrize("prefix", sorted(WORDS))
-def test_sign_in_from_the_header_and_sign_out_again(site, page, ada, prefix):
-    words = WORDS[prefix]
+def test_sign_in_from_the_header_and_sign_out_again(site, page, ada, prefix, words):
     page.goto(f"{site.url}{prefix}/")
     page.click(f".site-header a.account-control:text-is('{words['sign_in']}')")
     page.wait_for_url(f"{site.url}{prefix}/account/sign-in/")
@@ -82,9 +92,7 @@ def test_sign_in_from_the_header_and_sign_out_again(site, page, ada, prefix):
     assert csp_violations(page) == []
 
 
-@pytest.mark.parametrize("prefix", sorted(WORDS))
-def test_ask_for_a_password_reset_from_the_sign_in_page(site, page, ada, prefix):
-    words = WORDS[prefix]
+def test_ask_for_a_password_reset_from_the_sign_in_page(site, page, ada, prefix, words):
     page.goto(f"{site.url}{prefix}/account/sign-in/")
     page.click(f"text={words['forgot']}")
     page.wait_for_url(f"{site.url}{prefix}/account/password-reset/")
