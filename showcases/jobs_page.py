@@ -3,24 +3,21 @@ deployment's pushes come from, and a demo job a visitor runs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.conf import settings
 from django.db import connection
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_safe
 
 from core import platform, ratelimit
-from core.middleware import rate_limit
 from jobs import cadence, registry, runner
 from jobs.models import JobRun, Trigger
 from showcases import demo_job
+from showcases.views import visitor_post
 
 DEMO_LIMIT = 10
-LIMIT_WINDOW = timedelta(minutes=1)
 LOG_SIZE = 12
 TEMPLATE = "showcases/jobs.html"
 
@@ -133,13 +130,7 @@ def _demo_refused(request, verdict: ratelimit.Verdict):
 
 
 # Counted per client (an IPv6 /64) before the body is read, as the workers page's Try it.
-@rate_limit(
-    name="demo-job",
-    limit=lambda: DEMO_LIMIT,
-    window=lambda: LIMIT_WINDOW,
-    refusal=_demo_refused,
-)
-@require_POST
+@visitor_post("demo-job", limit=lambda: DEMO_LIMIT, refusal=_demo_refused)
 def run_demo(request):
     """Run the demo job here, in this request, as the visitor's."""
     outcome = runner.run(demo_job.DEMO, trigger=Trigger.VISITOR, time_limit=demo_job.BUDGET)

@@ -26,6 +26,18 @@ SESSION_KEY = "queue_demo_notifications"
 TRIES_KEY = "queue_demo_tries"  # how many this session has queued, for the next label
 
 
+def visitor_post(name: str, *, limit, refusal):
+    """A showcase button's view: POST only, and limit() presses per client per LIMIT_WINDOW
+    under name, counted before the body is read (core/middleware.py), refusal(request,
+    verdict) answering the rest. The limits are read per request, so a test's change holds."""
+
+    def decorate(view):
+        counted = rate_limit(name=name, limit=limit, window=lambda: LIMIT_WINDOW, refusal=refusal)
+        return counted(require_POST(view))
+
+    return decorate
+
+
 def _queue_context(request) -> dict:
     return {
         "depth": stats.queue_depth(limit=PUBLIC_COUNT_LIMIT),
@@ -312,12 +324,7 @@ def _tries_refused(request, verdict: ratelimit.Verdict):
     )
 
 
-# The count is checked before the body is read (core/middleware.py); the limits are read
-# per request, from the constants above.
-@rate_limit(
-    name="try", limit=lambda: TRY_LIMIT, window=lambda: LIMIT_WINDOW, refusal=_tries_refused
-)
-@require_POST
+@visitor_post("try", limit=lambda: TRY_LIMIT, refusal=_tries_refused)
 def try_it(request):
     fail = request.POST.get("fail") in {"1", "on", "true"}
     mine = request.session.get(SESSION_KEY, [])
@@ -362,13 +369,7 @@ def _analyses_refused(request, verdict: ratelimit.Verdict):
 # Both doors open before the body is read: its declared size, then the count of analyses
 # (core/middleware.py). The CPU price needs the image's headers, so analysis.py charges it.
 @body_limit(max_bytes=analysis.MAX_BYTES + MULTIPART_OVERHEAD, message=analysis.too_large)
-@rate_limit(
-    name="analyse",
-    limit=lambda: ANALYSE_LIMIT,
-    window=lambda: LIMIT_WINDOW,
-    refusal=_analyses_refused,
-)
-@require_POST
+@visitor_post("analyse", limit=lambda: ANALYSE_LIMIT, refusal=_analyses_refused)
 def analyse(request):
     """The server lane: the posted image's palette, computed by palette.py."""
     client = clients.address(request)
