@@ -16,6 +16,7 @@ from notifications.channels.discord import DiscordChannel
 from notifications.channels.telegram import TelegramChannel
 from tests.helpers import make_outgoing
 from tests.httppeers import (
+    BOT_DEADLINE,
     Behaviour,
     BotCase,
     DiscordPeer,
@@ -24,9 +25,6 @@ from tests.httppeers import (
     check_one_connection_until_closed,
 )
 
-# Longer than the peer's second between trickled bytes, so no per-read timeout can be what
-# cuts a trickle: only the deadline.
-DEADLINE = 1.5
 SLACK = 0.5
 
 
@@ -47,11 +45,9 @@ class Bot(BotCase):
 TELEGRAM_TOKEN = "123456:AAE-test_token-0123456789abcdef"
 DISCORD_TOKEN = "MTA0NjQ2.test-discord-token.0123456789abcdef"
 TELEGRAM = Bot(
-    name="telegram",
     peer_class=TelegramPeer,
     channel_class=TelegramChannel,
     token=TELEGRAM_TOKEN,
-    deadline=DEADLINE,
     address="4242",
     secret=TELEGRAM_TOKEN.split(":")[1],
     wrong_token=TELEGRAM_TOKEN.replace("AAE", "XXX"),
@@ -64,11 +60,9 @@ TELEGRAM = Bot(
     bad_addresses=("", "not a chat", "12ab", "@abc", "https://t.me/x"),
 )
 DISCORD = Bot(
-    name="discord",
     peer_class=DiscordPeer,
     channel_class=DiscordChannel,
     token=DISCORD_TOKEN,
-    deadline=DEADLINE,
     address="80351110224678912",
     secret=DISCORD_TOKEN,
     wrong_token=DISCORD_TOKEN.replace("test", "fake"),
@@ -133,7 +127,7 @@ def test_a_reply_that_trickles_a_byte_a_second_is_cut_at_the_deadline(bot, api, 
     started = time.monotonic()
     error = failure(bot, channel)
     assert (error.code, error.retryable) == ("HTTP_TIMEOUT", True)
-    assert time.monotonic() - started < DEADLINE + SLACK
+    assert time.monotonic() - started < BOT_DEADLINE + SLACK
     assert len(api.requests) == 1  # the deadline was spent on the first request
 
 
@@ -200,7 +194,7 @@ def test_sends_on_one_thread_share_one_connection_until_closed(bot, api, channel
 def test_probe_asks_the_api_who_the_bot_is(bot, api, channel):
     probe = channel.probe()
     assert probe.name == bot.probe_name
-    assert 0 < probe.seconds < DEADLINE
+    assert 0 < probe.seconds < BOT_DEADLINE
     [asked] = api.requests
     assert (asked.method, asked.path) == bot.probe_request
 
@@ -218,4 +212,4 @@ def test_probe_raises_what_went_wrong(bot, api, channel, behaviour, code, waits)
 
 
 def test_worst_case_is_the_deadline_and_a_second(channel):
-    assert channel.worst_case == timedelta(seconds=DEADLINE + 1)
+    assert channel.worst_case == timedelta(seconds=BOT_DEADLINE + 1)

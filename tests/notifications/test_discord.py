@@ -11,16 +11,12 @@ from notifications.channels import http
 from notifications.channels.base import Outgoing
 from notifications.channels.discord import DiscordChannel, message
 from tests.helpers import make_outgoing
-from tests.httppeers import Behaviour, BotCase, DiscordPeer, bot_fixtures
+from tests.httppeers import BOT_DEADLINE, Behaviour, BotCase, DiscordPeer, bot_fixtures
 
 TOKEN = "MTA0NjQ2.test-discord-token.0123456789abcdef"
-# Longer than the peer's second between trickled bytes: only the deadline can cut.
-DEADLINE = 1.5
 SLACK = 0.5
 
-bot, api, channel = bot_fixtures(
-    BotCase("discord", DiscordPeer, DiscordChannel, token=TOKEN, deadline=DEADLINE)
-)
+bot, api, channel = bot_fixtures(BotCase(DiscordPeer, DiscordChannel, token=TOKEN))
 
 
 def outgoing(**overrides) -> Outgoing:
@@ -76,7 +72,7 @@ def test_both_requests_share_one_deadline(api, channel):
     error = failure(channel)
     assert error.code == "HTTP_TIMEOUT"
     assert len(api.requests) == 2
-    assert time.monotonic() - started < DEADLINE + SLACK
+    assert time.monotonic() - started < BOT_DEADLINE + SLACK
 
 
 def test_a_dm_channel_reply_cut_short_fails_retryably_before_anything_is_posted(api, channel):

@@ -13,9 +13,7 @@ from tests.httppeers import Behaviour, BotCase, TelegramPeer, bot_fixtures
 
 TOKEN = "123456:AAE-test_token-0123456789abcdef"
 
-bot, api, channel = bot_fixtures(
-    BotCase("telegram", TelegramPeer, TelegramChannel, token=TOKEN, deadline=1.5)
-)
+bot, api, channel = bot_fixtures(BotCase(TelegramPeer, TelegramChannel, token=TOKEN))
 
 
 def outgoing(**overrides) -> Outgoing:
