@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from django.conf import settings
+
 from core import platform
+from notifications import checks
 from notifications.models import DatabaseNow, DrainHeartbeat
 
 # The one-shot drains, named by what started them: the /cron/drain endpoint, or
@@ -17,8 +20,18 @@ CRON_WORKER = "cron"
 COMMAND_WORKER = "command"
 ONE_SHOT_WORKERS = (CRON_WORKER, COMMAND_WORKER)
 # A loop is "running" while its last tick is younger than this many intervals (one missed
-# tick is tolerated: a long batch delays the next one).
+# tick is tolerated), plus the longest a batch may take (stale_after): a loop beats between
+# batches, never during one, and with a 2 s tick a batch of slow sends outlasts a few ticks.
 STALE_AFTER_INTERVALS = 2.5
+
+
+def stale_after(interval: timedelta) -> timedelta:
+    """How long after its last tick a loop of this interval counts as stopped: the intervals
+    above, plus the worst case of a full batch under the settings' policy."""
+    batch = checks.worst_case_batch(
+        batch_size=settings.DELIVERY_BATCH_SIZE, concurrency=settings.DELIVERY_CONCURRENCY
+    )
+    return interval * STALE_AFTER_INTERVALS + batch
 
 
 def worker_id() -> str:
@@ -55,7 +68,7 @@ def stop(*, worker: str) -> None:
 
 
 class LoopState(StrEnum):
-    RUNNING = "running"  # a loop ticked within STALE_AFTER_INTERVALS of its interval
+    RUNNING = "running"  # a loop ticked within stale_after() of its interval
     STOPPED = "stopped"  # a persistent host, and no loop ticking: deliveries wait
     DORMANT = "dormant"  # a serverless host: no loop by design, a cron drains
 
@@ -81,7 +94,7 @@ def status() -> LoopStatus:
     last_cron = cron.ticked_at if cron else None
     if loop is not None:
         interval = timedelta(seconds=loop.interval_seconds)
-        fresh = loop.db_now - loop.ticked_at <= interval * STALE_AFTER_INTERVALS
+        fresh = loop.db_now - loop.ticked_at <= stale_after(interval)
         if loop.stopped_at is None and fresh:
             return LoopStatus(
                 LoopState.RUNNING, here, loop.ticked_at, loop.host, interval, last_cron=last_cron

@@ -23,6 +23,7 @@ import bisect
 import hmac
 import ipaddress
 from collections.abc import Iterable
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -126,7 +127,9 @@ FROM lanes WHERE lane IS NOT NULL
 # between two runs they are meant to be quiet.
 HEARTBEATS_SQL = """
 SELECT worker, extract(epoch FROM now() - ticked_at),
-       ticked_at > now() - make_interval(secs => interval_seconds * %(stale)s) AS fresh
+       ticked_at > now() - make_interval(
+           secs => interval_seconds * %(stale)s + %(batch_seconds)s
+       ) AS fresh
 FROM notifications.drain_heartbeats
 WHERE stopped_at IS NULL AND ticked_at > now() - interval '1 hour'
   AND worker <> ALL(%(one_shot)s)
@@ -196,6 +199,8 @@ class QueueCollector(Collector):
                 HEARTBEATS_SQL,
                 {
                     "stale": heartbeat.STALE_AFTER_INTERVALS,
+                    # heartbeat.stale_after(): the intervals, and the longest batch.
+                    "batch_seconds": (heartbeat.stale_after(timedelta(0)).total_seconds()),
                     "one_shot": list(heartbeat.ONE_SHOT_WORKERS),
                 },
             )

@@ -8,6 +8,7 @@ import pytest
 from django.core import checks
 from django.db import connection
 
+from notifications import checks as outbox_checks
 from notifications import heartbeat, worker
 from notifications.models import ChannelAddress, DrainHeartbeat, NotificationDelivery, Status
 from tests.helpers import execute, make_deliveries, poll
@@ -190,8 +191,16 @@ def test_the_loop_is_running_only_while_its_heartbeat_is_fresh(db, settings):
         "host-a",
         timedelta(seconds=15),
     )
-    # 2.5 intervals without a tick: stale.
-    DrainHeartbeat.objects.update(ticked_at=status.last_tick - timedelta(seconds=38))
+    # A loop beats between batches, never during one: a tick as old as 2.5 intervals and
+    # most of the longest batch is still a running loop's; a second more, and it is stale.
+    allowed = heartbeat.stale_after(timedelta(seconds=15))
+    batch = outbox_checks.worst_case_batch(
+        batch_size=settings.DELIVERY_BATCH_SIZE, concurrency=settings.DELIVERY_CONCURRENCY
+    )
+    assert allowed == timedelta(seconds=37.5) + batch
+    DrainHeartbeat.objects.update(ticked_at=status.last_tick - allowed + timedelta(seconds=2))
+    assert heartbeat.status().state == "running"
+    DrainHeartbeat.objects.update(ticked_at=status.last_tick - allowed - timedelta(seconds=1))
     assert heartbeat.status().state == "stopped"
     heartbeat.beat(worker="host-a:12", interval=timedelta(seconds=15), report={})
     heartbeat.stop(worker="host-a:12")

@@ -251,3 +251,20 @@ def test_the_oldest_due_row_is_found_in_every_lane_even_one_no_longer_configured
     execute("UPDATE notifications.notification_deliveries SET status = 'sent' WHERE lane = 'gone'")
     oldest = sample(scrape(client), "v10r_outbox_oldest_due_seconds")
     assert 60 * 60 <= oldest < 60 * 60 + 60
+
+
+@pytest.mark.django_db
+def test_a_loop_inside_a_long_batch_still_counts_as_running(client, metrics_on):
+    from notifications import heartbeat
+    from notifications.models import DrainHeartbeat
+
+    heartbeat.beat(worker="host-a:12", interval=timedelta(seconds=2), report={})
+    allowed = heartbeat.stale_after(timedelta(seconds=2)).total_seconds()
+    for age, running in [(allowed - 2, 1), (allowed + 2, 0)]:
+        execute(
+            "UPDATE notifications.drain_heartbeats"
+            " SET ticked_at = now() - make_interval(secs => %s)",
+            [age],
+        )
+        assert DrainHeartbeat.objects.count() == 1
+        assert sample(scrape(client), "v10r_drain_loops_running") == running
