@@ -454,7 +454,16 @@ def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None
     horizon = pacing.HORIZON
     if deadline is not None:
         horizon = min(horizon, max(deadline - time.monotonic(), 0.0))
-    timed, refused = pacing.schedule(ready, pace_of=lambda item: item[1].pace(), horizon=horizon)
+    # A channel's pace once a batch, not once a row: most rows of a batch share a channel.
+    paces: dict[str, object] = {}
+
+    def pace_of(item):
+        channel = item[1]
+        if channel.name not in paces:
+            paces[channel.name] = channel.pace()
+        return paces[channel.name]
+
+    timed, refused = pacing.schedule(ready, pace_of=pace_of, horizon=horizon)
     for refusal in refused:
         deliveries = [item[0] for item in refusal.items]
         if refusal.delay is None:  # the database did not answer: drain() tries once more
