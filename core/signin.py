@@ -29,7 +29,7 @@ LOGIN_WINDOW = timedelta(minutes=15)
 THROTTLED = "throttled"  # the refusal's ValidationError code
 
 
-class Refused(Exception):
+class TooManyFailures(Exception):
     """A password check refused before it ran: too many failures. retry_after_seconds says
     when to try again (for a Retry-After header)."""
 
@@ -40,8 +40,8 @@ class Refused(Exception):
 
 def counted[T](*, request, username: str, check: Callable[[], T]) -> T:
     """Run check(), a password check that raises ValidationError when the password is wrong,
-    counted as a sign-in attempt of this client on this username; raise Refused instead of
-    running it when either has failed too often."""
+    counted as a sign-in attempt of this client on this username; raise TooManyFailures
+    instead of running it when either has failed too often."""
     # Counted before the password is checked, or a burst of concurrent guesses would all
     # pass the check before any of them counted. Only a password actually checked and
     # wrong stays counted: a refused attempt takes its hits back (else one client, once
@@ -57,7 +57,7 @@ def counted[T](*, request, username: str, check: Callable[[], T]) -> T:
 
     def refuse(retry_after_seconds: int):
         _forgive(charged)
-        raise Refused(retry_after_seconds)
+        raise TooManyFailures(retry_after_seconds)
 
     # The client first: a client already refused never reaches the username's count.
     by_client = charge(f"login:{client}", LOGIN_FAILURES_PER_CLIENT)
@@ -90,7 +90,7 @@ class ThrottledSignInMixin:
     def counted[T](self, username: str, check: Callable[[], T]) -> T:
         try:
             return counted(request=self.request, username=username, check=check)
-        except Refused as refused:
+        except TooManyFailures as refused:
             self.retry_after_seconds = refused.retry_after_seconds
             raise ValidationError(refusal(refused.retry_after_seconds), code=THROTTLED) from None
 
