@@ -20,6 +20,7 @@ Runs in its own database (v10r_bench) on the server DATABASE_URL names, or on th
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import queue
@@ -141,21 +142,25 @@ def plain_worker(url: str, batch_size: int, ready, start, results) -> None:
         written = 0
 
         def write(ids: list[int], fences: list[int], provider_ids: list[str]) -> int:
-            # The parameters outbox.write_outcomes builds from Outcome.sent rows.
-            blanks = [""] * len(ids)
-            cursor = db.execute(
-                outbox.WRITE_OUTCOMES_SQL,
-                {
-                    "ids": ids,
-                    "attempts": fences,
-                    "statuses": ["sent"] * len(ids),
-                    "delay_seconds": [0.0] * len(ids),
-                    "provider_message_ids": provider_ids,
-                    "error_codes": blanks,
-                    "error_messages": blanks,
-                    "throttled": [False] * len(ids),
-                },
+            # The parameter outbox.write_outcomes builds from Outcome.sent rows.
+            outcomes = json.dumps(
+                [
+                    {
+                        "id": delivery_id,
+                        "attempts": fence,
+                        "status": "sent",
+                        "delay_seconds": 0.0,
+                        "provider_message_id": provider_id,
+                        "error_code": "",
+                        "error_message": "",
+                        "throttled": False,
+                    }
+                    for delivery_id, fence, provider_id in zip(
+                        ids, fences, provider_ids, strict=True
+                    )
+                ]
             )
+            cursor = db.execute(outbox.WRITE_OUTCOMES_SQL, {"outcomes": outcomes})
             return len(cursor.fetchall())
 
         while True:

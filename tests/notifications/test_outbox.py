@@ -510,3 +510,17 @@ def test_retry_leaves_failed_rows_alone_unless_asked_and_refuses_other_states(db
     assert row(failed).status == Status.PENDING
     assert outbox.retry(delivery_id=sent, include_failed=True) is False
     assert outbox.retry(delivery_id=10**12) is False
+
+
+def test_a_nul_in_a_providers_error_is_stored_replaced_not_failing_the_flush(db, user):
+    # A NUL cannot be stored in a text column: written as it came, it failed the whole
+    # flush, which the drain then kept and tried again every batch.
+    ids = make_deliveries(user, 2)
+    claims = sorted(outbox.claim(batch_size=2), key=lambda c: c.id)
+    outcomes = [
+        outbox.Outcome.failure(claims[0], code="HTTP_500", message="bad\x00body", retryable=True),
+        outbox.Outcome.sent(claims[1], provider_message_id="id\x00"),
+    ]
+    assert outbox.write_outcomes(outcomes) == set(ids)
+    assert row(ids[0]).error_message == "bad\ufffdbody"
+    assert row(ids[1]).provider_message_id == "id\ufffd"
