@@ -249,7 +249,10 @@ class Worker:
                     break
                 continue
             failures = 0
-            logger.info("tick %s", tick.report.line())
+            # A tick that found nothing to do is every 2 s of a resting queue: not worth a line
+            # at INFO (a one-shot drain's always is).
+            busy = once or tick.report.claimed or tick.report.reaped or tick.report.skipped
+            logger.log(logging.INFO if busy else logging.DEBUG, "tick %s", tick.report.line())
             if once or stopping.is_set():
                 break
             if tick.report.more_due:

@@ -29,15 +29,19 @@ from notifications.models import (
     DatabaseNow,
     Notification,
     NotificationDelivery,
+    Status,
 )
 
 # Error codes are written in capitals, digits and underscores: SMTP_550, TIMEOUT.
 ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 
 
-def next_attempt(delivery) -> str:
-    """When a drain may next claim it; for a row its sender scheduled, said so. The row carries
-    db_now, the database's clock, which "scheduled" is measured against."""
+def next_attempt(delivery) -> str | None:
+    """When a drain may next claim it; for a row its sender scheduled, said so; nothing for a
+    row no drain will claim (being sent, or finished). The row carries db_now, the database's
+    clock, which "scheduled" is measured against."""
+    if delivery.status != Status.PENDING:
+        return None
     if is_scheduled(delivery, delivery.db_now):
         return _("scheduled for %(when)s") % {"when": moment(delivery.next_attempt_at)}
     return moment(delivery.next_attempt_at)
@@ -121,6 +125,8 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
     list_per_page = 50
     show_full_result_count = False
     paginator = BoundedCountPaginator
+    # Shown as next_attempt (which says "scheduled for …"), not twice.
+    exclude = ("next_attempt_at",)
     readonly_fields = (
         "notification",
         "channel",

@@ -182,3 +182,22 @@ def test_the_prune_job_deletes_runs_past_their_keep(db, settings):
     assert outcome.result["job_runs"] == 1
     remaining = set(JobRun.objects.values_list("pk", flat=True))
     assert old.pk not in remaining and {kept.pk, outcome.run_id} <= remaining
+
+
+def test_the_prune_job_meeting_another_prune_succeeds_saying_so_and_still_prunes_runs(db, settings):
+    from jobs import registry
+    from tests.helpers import execute
+
+    settings.JOBS_KEEP_RUNS_DAYS = 30
+    old = past_run(NIGHTLY, ago=timedelta(days=31))
+    # The drain loop's idle slice is pruning the outbox at this moment.
+    execute(
+        "INSERT INTO notifications.outbox_retention (id, running_since, alive_at)"
+        " VALUES (1, now(), now())"
+        " ON CONFLICT (id) DO UPDATE SET running_since = now(), alive_at = now()"
+    )
+    outcome = runner.run(registry.get("prune-outbox"), trigger=Trigger.COMMAND)
+    assert outcome.status == Status.SUCCEEDED, outcome.error
+    assert outcome.result["pruned_by_another"].startswith("another prune is running")
+    assert outcome.result["job_runs"] == 1
+    assert not JobRun.objects.filter(pk=old.pk).exists()

@@ -49,3 +49,21 @@ def test_local_sends_stay_on_the_draining_thread_and_others_go_to_senders(db, us
     assert set(LocalChannel.threads) == {"MainThread"}
     assert len(ThreadRecordingChannel.threads) == 6
     assert all(name.startswith("test-loop-send") for name in ThreadRecordingChannel.threads)
+
+
+def test_a_resting_loops_empty_ticks_are_logged_below_info_and_a_busy_one_at_it(
+    transactional_db, user, loop_worker, caplog, settings
+):
+    import logging
+    import threading
+
+    settings.DELIVERY_LISTEN_URL = "off"
+    stopping = threading.Event()
+    stopping.set()  # one tick, then out
+    with caplog.at_level(logging.DEBUG, logger="notifications.worker"):
+        loop_worker.run(stopping=stopping)
+        make_deliveries(user, 2, channel="recording")
+        loop_worker.run(stopping=stopping)
+    ticks = [(r.levelno, r.getMessage()) for r in caplog.records if r.msg.startswith("tick")]
+    assert [level for level, _ in ticks] == [logging.DEBUG, logging.INFO]
+    assert "claimed=2" in ticks[1][1]
