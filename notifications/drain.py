@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from notifications import catalogue, channels, outbox, pacing
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing
@@ -212,17 +212,57 @@ class _Writer:
         if self.error is None:
             try:
                 landed = _timed_write(self.report, batch)
-                _deactivate(self.blocked)
-                self.blocked = []
-            except DatabaseError as exc:
+            except (OperationalError, InterfaceError) as exc:
                 logger.warning("could not write %d outcomes, keeping them: %s", len(batch), exc)
                 self.error = exc
+            except DatabaseError as exc:
+                # Refused, not lost: something in one outcome the database will not store.
+                # Kept, it would fail every drain from now on; written one by one, it holds up
+                # no other row.
+                logger.error("could not write %d outcomes together: %s", len(batch), exc)
+                landed, kept = _one_by_one(self.report, batch)
+                if kept:
+                    self.error = DatabaseError("the database went away during the writes")
+                    self.unwritten.extend(kept)
+                self._written(batch, landed)
+                return
             else:
-                _tally(self.report, batch, landed)
+                self._written(batch, landed)
                 return
         # The database is unreachable: keep every outcome for the next drain to write. The
         # fences make that write safe however late it comes.
         self.unwritten.extend(batch)
+
+    def _written(self, batch: list[Outcome], landed: set[int]) -> None:
+        _deactivate(self.blocked)
+        self.blocked = []
+        _tally(self.report, batch, landed)
+
+
+def _one_by_one(report: Report, batch: list[Outcome]) -> tuple[set[int], list[Outcome]]:
+    """Write each outcome alone; one the database refuses is written again without its free
+    text, and if that too is refused, left for the reaper (logged). Return the ids that
+    landed, and the outcomes left unwritten because the database went away meanwhile."""
+    landed: set[int] = set()
+    for index, outcome in enumerate(batch):
+        for attempt in (outcome, replace(outcome, provider_message_id="", error_message="")):
+            try:
+                # Its own transaction (a savepoint inside a caller's): a refused write leaves
+                # nothing aborted for the next one.
+                with transaction.atomic():
+                    landed |= _timed_write(report, [attempt])
+                break
+            except (OperationalError, InterfaceError):
+                return landed, batch[index:]
+            except DatabaseError as exc:
+                refused = exc
+        else:
+            logger.error(
+                "delivery %s: its outcome could not be stored (%s); the reaper will requeue it",
+                outcome.delivery_id,
+                refused,
+            )
+    return landed, []
 
 
 def _timed_write(report: Report, outcomes) -> set[int]:

@@ -80,7 +80,8 @@ class Outcome:
             delivery.id,
             delivery.attempts,
             Status.SENT,
-            provider_message_id=provider_message_id,
+            # The column's length: a provider's id of any length must not fail the write.
+            provider_message_id=provider_message_id[:255],
             channel=delivery.channel,
         )
 

@@ -261,3 +261,29 @@ def test_a_batch_says_more_are_due_only_when_a_lane_came_back_full(db, user):
     assert not worker.drain_once(batch_size=10, concurrency=4).more_due
     make_deliveries(user, 10)
     assert worker.drain_once(batch_size=10, concurrency=4).more_due
+
+
+# --- An outcome the database refuses ----------------------------------------------------------
+
+
+def test_an_outcome_the_database_refuses_holds_up_no_other_row_and_no_later_drain(
+    transactional_db, user
+):
+    from notifications import drain, outbox
+
+    ids = make_deliveries(user, 3, channel="recording")
+    claims = sorted(outbox.claim(batch_size=3), key=lambda c: c.id)
+    # A provider's id of any length is cut to the column's.
+    long_id = outbox.Outcome.sent(claims[0], provider_message_id="x" * 300)
+    assert len(long_id.provider_message_id) == 255
+    # An error code past its column (no constructor cuts it): refused however it is written.
+    refused = outbox.Outcome(claims[1].id, claims[1].attempts, Status.FAILED, error_code="E" * 80)
+    good = outbox.Outcome.sent(claims[2], provider_message_id="fine")
+    report, unwritten = drain.Report(), []
+    writer = drain._Writer(report, unwritten)
+    writer.buffer = [long_id, refused, good]
+    writer.flush()
+    assert unwritten == [] and writer.error is None
+    assert report.sent == 2
+    statuses = dict(NotificationDelivery.objects.filter(pk__in=ids).values_list("pk", "status"))
+    assert statuses == {ids[0]: Status.SENT, ids[1]: Status.PROCESSING, ids[2]: Status.SENT}
