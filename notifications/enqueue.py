@@ -68,6 +68,8 @@ def _cancel_key(key: Any) -> str:
         raise TypeError(f"cancel_key must be a string, not {type(key).__name__}")
     if len(key) > CANCEL_KEY_MAX:
         raise ValueError(f"cancel_key must be at most {CANCEL_KEY_MAX} characters.")
+    if "\x00" in key:
+        raise ValueError("cancel_key must not contain a NUL character.")
     return key
 
 
@@ -133,8 +135,18 @@ def cancel_notifications(*, key: str, user=None) -> CancelCounts:
     key = _cancel_key(key)
     if not key:
         raise ValueError("key must not be empty: a notification without a cancel_key has none.")
-    user_id = None if user is None else getattr(user, "pk", user)
-    return outbox.cancel_key(key=key, user_id=user_id)
+    return outbox.cancel_key(key=key, user_id=None if user is None else _user_id(user))
+
+
+def _user_id(user) -> int:
+    """A saved user's id, or an id given as an int: never None, which would mean every user."""
+    user_id = getattr(user, "pk", user)
+    if isinstance(user_id, bool) or not isinstance(user_id, int):
+        raise TypeError(
+            f"user must be a saved user or a user id, not {user!r}; leave it out (None) to "
+            "cancel the key for every user."
+        )
+    return user_id
 
 
 def channels_for(user) -> list[str]:

@@ -315,7 +315,12 @@ FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
 )
 WHERE d.id = o.id
   AND d.attempts = o.attempts
-  AND d.status IN ('processing', 'pending')
+  AND (
+      d.status IN ('processing', 'pending')
+      -- Sent after all: the claim's lease ran out, the reaper put the row back, and a cancel
+      -- took it before anyone claimed it again. The message went out; the row says so.
+      OR (o.status = 'sent' AND d.status = 'cancelled')
+  )
   AND (NOT o.throttled OR d.attempt_base < d.attempts)
 RETURNING d.id
 """.strip()

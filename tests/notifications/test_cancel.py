@@ -212,3 +212,17 @@ def test_a_cancelled_delivery_is_pruned_like_the_other_finished_ones(db, user):
     retention.prune(policy)
     [left] = NotificationDelivery.objects.all()
     assert (left.status, left.notification.cancel_key) == (Status.PENDING, "kept")
+
+
+def test_a_user_that_names_nobody_is_refused_not_taken_for_every_user(
+    db, user, django_user_model
+):
+    from django.contrib.auth.models import AnonymousUser
+
+    queue(user, "k")
+    for nobody in (AnonymousUser(), django_user_model(username="unsaved"), "abc", True):
+        with pytest.raises(TypeError, match="saved user or a user id"):
+            cancel_notifications(key="k", user=nobody)
+    assert NotificationDelivery.objects.get().status == Status.PENDING
+    with pytest.raises(ValueError, match="NUL"):
+        queue(user, "k\x00")

@@ -324,6 +324,24 @@ def test_a_success_reported_after_a_reap_but_before_a_reclaim_still_lands(db, us
     assert outbox.claim(batch_size=1) == []  # so it is not sent a second time
 
 
+def test_a_success_reported_after_a_reap_and_a_cancel_still_lands_but_a_failure_does_not(
+    db, user
+):
+    first, second = make_deliveries(user, 2)
+    claims = sorted(outbox.claim(batch_size=2), key=lambda c: c.id)
+    outlive_lease(first)
+    outlive_lease(second)
+    assert outbox.cancel([first, second]) == {first, second}
+    late = [
+        outbox.Outcome.sent(claims[0], provider_message_id="m-1"),
+        outbox.Outcome.failure(claims[1], code="HTTP_503", message="m", retryable=True),
+    ]
+    # The message went out after all: the row says sent. A failure changes nothing.
+    assert outbox.write_outcomes(late) == {first}
+    assert (row(first).status, row(first).provider_message_id) == (Status.SENT, "m-1")
+    assert row(second).status == Status.CANCELLED
+
+
 def test_a_stale_workers_release_leaves_the_new_claim_alone(db, user):
     [delivery_id] = make_deliveries(user, 1)
     [first] = outbox.claim(batch_size=1)
