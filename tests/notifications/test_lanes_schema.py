@@ -54,3 +54,15 @@ def test_new_columns_have_their_database_defaults(db, user):
         assert cursor.fetchone() == ("normal", 0, "")
         cursor.execute("SELECT count(*) FROM notifications.provider_rates")
         assert cursor.fetchone() == (0,)
+
+
+def test_the_throttle_count_is_held_non_negative_by_a_validated_check(db, user):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT convalidated FROM pg_constraint"
+            " WHERE conname = 'notification_deliveries_throttles_check'"
+        )
+        assert cursor.fetchone() == (True,)
+    [delivery_id] = make_deliveries(user, 1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        update_delivery(delivery_id, "throttles = -1")
