@@ -508,6 +508,8 @@ def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None
         deliveries = [item[0] for item in refusal.items]
         if refusal.delay is None:  # the database did not answer: drain() tries once more
             unsent.extend(deliveries)
+            if report is not None:
+                report.more_due = False  # and the next claim waits for the tick
             continue
         try:
             back = outbox.release(deliveries, delay=min(refusal.delay, 86_400))
@@ -517,6 +519,9 @@ def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None
             continue
         if report is not None:
             report.released += len(back)
+            # Claiming again at once would take the next rows of a booked key only to hand
+            # them back too: the next claim waits for the tick or a wake-up.
+            report.more_due = False
     delays = [r.delay for r in refused if r.delay is not None]
     if delays and not timed:
         # Nothing to send: every row is booked past the horizon by other drains. Claiming

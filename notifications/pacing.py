@@ -219,7 +219,9 @@ def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list
     pace_of(item) is the item's Pace or None; its slots use HEADROOM of its rate. Return
     (timed, refused): timed holds (item, start, key) for every item that may be sent, start
     a time.monotonic() value before which it must not (None, as key, for an unpaced item),
-    unpaced items first and then by slot; refused the items past the horizon, by key."""
+    paced items first, by slot, then the unpaced: a slot is every drain's, and a sender busy
+    with unpaced sends when it comes would burn it; refused the items past the horizon, by
+    key."""
     unpaced: list[tuple] = []
     by_key: dict[str, tuple[float, list]] = {}
     for item in items:
@@ -243,4 +245,4 @@ def schedule(items: list, *, pace_of, horizon: float) -> tuple[list[tuple], list
         if len(got.starts) < len(group):
             refused.append(Unslotted(key, group[len(got.starts) :], got.next_free))
     paced.sort(key=lambda timed: timed[1])
-    return unpaced + paced, refused
+    return paced + unpaced, refused

@@ -217,6 +217,14 @@ DELIVERY_PROVIDER_RATES = {
     )
     for name, default in {"telegram": 30.0, "discord": 25.0, "email": 0.0, "webhook": 0.0}.items()
 }
+for _name, _rate in DELIVERY_PROVIDER_RATES.items():
+    # One send in 1000 s (about 17 minutes) at the slowest: a slower rate books its slots
+    # years ahead, and one far slower is past what a timestamp holds.
+    if 0 < _rate < 0.001:
+        raise SettingError(
+            f"DELIVERY_RATE_{_name.upper()}={_rate:g} is slower than one send in 1000 s; "
+            "use 0 for unpaced, or at least 0.001."
+        )
 # Retention (notifications/retention.py, manage.py prune_outbox, and the drain loop's idle
 # ticks): finished deliveries are deleted once queued this many days ago.
 # At most a century: a longer keep is "forever", and would overflow the date arithmetic.

@@ -203,3 +203,17 @@ def test_a_paced_channel_lengthens_the_batch_the_lease_must_outlast_by_the_horiz
     settings.DELIVERY_PROVIDER_RATES = {"email": 2.5}
     paced = checks.worst_case_batch(batch_size=25, concurrency=16)
     assert paced - unpaced == timedelta(seconds=pacing.HORIZON)
+
+
+def test_a_batchs_paced_sends_come_before_its_unpaced_ones(db):
+    # Senders take the batch in this order: a paced send behind slow unpaced ones would start
+    # after its slot, and the slot is every drain's.
+    items = ["plain-1", "paced-1", "plain-2", "paced-2"]
+    timed, refused = pacing.schedule(
+        items,
+        pace_of=lambda item: Pace(key="test:order", rate=100.0) if "paced" in item else None,
+        horizon=pacing.HORIZON,
+    )
+    assert refused == []
+    assert [item for item, _start, _key in timed] == ["paced-1", "paced-2", "plain-1", "plain-2"]
+    assert [key for _item, _start, key in timed] == ["test:order", "test:order", None, None]

@@ -364,3 +364,20 @@ def test_site_origin_is_an_origin_without_its_trailing_slash(monkeypatch, value,
 def test_site_origin_with_a_path_or_another_scheme_is_refused(monkeypatch, value):
     with pytest.raises(SettingError, match=r"^SITE_ORIGIN='.*' is not an origin; use https://host"):
         read_settings(monkeypatch, SITE_ORIGIN=value)
+
+
+def test_a_provider_rate_is_zero_or_at_least_one_send_in_a_thousand_seconds(monkeypatch):
+    assert (
+        read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="0.001")["DELIVERY_PROVIDER_RATES"][
+            "telegram"
+        ]
+        == 0.001
+    )
+    assert (
+        read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="0")["DELIVERY_PROVIDER_RATES"][
+            "telegram"
+        ]
+        == 0
+    )
+    with pytest.raises(SettingError, match=r"^DELIVERY_RATE_TELEGRAM=1e-09 is slower than one"):
+        read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="1e-9")
