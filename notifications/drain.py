@@ -146,6 +146,7 @@ def drain(
 
     if reap:
         report.reaped = len(outbox.reclaim_stale(lease=lease, max_attempts=max_attempts))
+        outbox.adopt_lost_lanes()
     began = time.perf_counter()
     claimed = outbox.claim(batch_size=batch_size)
     report.claim_seconds.append(time.perf_counter() - began)

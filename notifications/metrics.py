@@ -34,7 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from notifications import heartbeat, retention, stats
+from notifications import heartbeat, outbox, retention, stats
 from notifications.models import DUE_SQL, SHOWN_SQL, SHOWN_STATUS_SQL, ShownStatus, Status
 
 # Upper bounds, in seconds, of the claim and write histograms' buckets (+Inf is implied).
@@ -102,17 +102,10 @@ WHERE {SHOWN_SQL[ShownStatus.DEAD]} GROUP BY 1
 # (lane, next_attempt_at, …) WHERE pending: the recursive part steps from one lane to the next
 # (a loose index scan), so a backlog of due rows is never read row by row (a plain min() over
 # them read 34 k index entries, 119 ms, at 10 M rows). Lanes come from the table, not from
-# settings: rows left in a lane no longer configured are never claimed, and their age shows.
+# settings: rows left in a lane no longer configured show their age until the next reaper run
+# moves them to the default lane (outbox.adopt_lost_lanes).
 OLDEST_DUE_SQL = f"""
-WITH RECURSIVE lanes(lane) AS (
-    SELECT min(lane) FROM notifications.notification_deliveries WHERE status = 'pending'
-    UNION ALL
-    SELECT (
-        SELECT min(d.lane) FROM notifications.notification_deliveries AS d
-        WHERE d.status = 'pending' AND d.lane > lanes.lane
-    )
-    FROM lanes WHERE lanes.lane IS NOT NULL
-)
+{outbox.PENDING_LANES_CTE}
 SELECT extract(epoch FROM now() - min((
     SELECT min(next_attempt_at) FROM notifications.notification_deliveries
     WHERE {DUE_SQL} AND lane = lanes.lane

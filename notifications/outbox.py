@@ -20,6 +20,7 @@ time is the database's `now()`, never the app server's clock.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -33,6 +34,8 @@ from django.db import connection
 from notifications import backoff, lanes
 from notifications.lanes import Lane
 from notifications.models import DEFAULT_LANE, DUE_SQL, Status
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -394,6 +397,51 @@ def release(deliveries: Sequence[ClaimedDelivery], *, delay: float | timedelta =
     with connection.cursor() as cursor:
         cursor.execute(RELEASE_SQL, params)
         return {row[0] for row in cursor.fetchall()}
+
+
+# The lanes that pending rows stand in, found by probes of the claim index (a loose index
+# scan: each step looks up the next lane name above the last), however many rows there are.
+PENDING_LANES_CTE = """
+WITH RECURSIVE lanes(lane) AS (
+    SELECT min(lane) FROM notifications.notification_deliveries WHERE status = 'pending'
+    UNION ALL
+    SELECT (
+        SELECT min(d.lane) FROM notifications.notification_deliveries AS d
+        WHERE d.status = 'pending' AND d.lane > lanes.lane
+    )
+    FROM lanes WHERE lanes.lane IS NOT NULL
+)
+""".strip()
+
+# Pending rows in a lane the settings no longer name (a lane renamed or removed, the
+# showcase's demo lane on a site without it) would never be claimed: they join the default
+# lane. Run with the reaper, once an interval.
+ADOPT_LOST_LANES_SQL = f"""
+{PENDING_LANES_CTE}
+UPDATE notifications.notification_deliveries
+SET lane = %(default)s
+WHERE status = 'pending'
+  AND lane IN (SELECT lane FROM lanes WHERE lane IS NOT NULL AND lane <> ALL(%(known)s))
+""".strip()
+
+
+def adopt_lost_lanes() -> int:
+    """Move pending rows of unconfigured lanes to the default lane; return how many."""
+    if not LANES:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            ADOPT_LOST_LANES_SQL,
+            {"default": DEFAULT_LANE, "known": [lane.name for lane in LANES]},
+        )
+        adopted = cursor.rowcount
+    if adopted:
+        logger.warning(
+            "%d pending deliveries stood in lanes DELIVERY_LANES does not name; moved to %s",
+            adopted,
+            DEFAULT_LANE,
+        )
+    return adopted
 
 
 # The lease clock starts at attempted_at, stamped once per claim for the whole batch. The
