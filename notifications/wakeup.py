@@ -39,6 +39,14 @@ EXIT_FLUSH_SECONDS = 2.0
 STOP_SLICE_SECONDS = 0.2
 # The listening connection's name in pg_stat_activity.
 LISTENER_NAME = "v10r-drain-listener"
+# libpq's keepalive settings for the listening connection: probe after 30 s of silence, every
+# 10 s, and give up after 3 unanswered probes.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 # Reconnecting a lost listening connection: a second after the loss, then ever later.
 RECONNECT_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)
 
@@ -178,6 +186,11 @@ def listen_params() -> dict | None:
             for key, value in connection.get_connection_params().items()
             if key not in {"context", "cursor_factory", "prepare_threshold"}
         }
+    # An idle connection that a failover or a dropped route left half-open would hear nothing
+    # for ever: TCP keepalives find it dead within about a minute, and the loop reconnects.
+    # (Ignored on a Unix socket, the embedded server's.)
+    for key, value in KEEPALIVES.items():
+        params.setdefault(key, value)
     return params | {"application_name": LISTENER_NAME, "autocommit": True}
 
 

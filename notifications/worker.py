@@ -105,6 +105,8 @@ class Worker:
         self._last_beat = self._last_tidy = self._last_reap = float("-inf")
         # Counts and timings for /metrics, added to the database with each heartbeat.
         self._tally = metrics.Tally()
+        # Whether the loop's log has said that a tick found nothing (said once, not each tick).
+        self._resting_said = False
 
     @property
     def policy(self) -> Policy:
@@ -249,10 +251,12 @@ class Worker:
                     break
                 continue
             failures = 0
-            # A tick that found nothing to do is every 2 s of a resting queue: not worth a line
-            # at INFO (a one-shot drain's always is).
-            busy = once or tick.report.claimed or tick.report.reaped or tick.report.skipped
-            logger.log(logging.INFO if busy else logging.DEBUG, "tick %s", tick.report.line())
+            # A resting queue ticks every 2 s: the first tick that finds nothing says so at
+            # INFO, the ones after it until something happens only at DEBUG.
+            busy = bool(tick.report.claimed or tick.report.reaped or tick.report.skipped)
+            level = logging.DEBUG if not busy and self._resting_said else logging.INFO
+            logger.log(level, "tick %s", tick.report.line())
+            self._resting_said = not busy
             if once or stopping.is_set():
                 break
             if tick.report.more_due:

@@ -41,6 +41,8 @@ def ticks(output: Output) -> int:
 
 def start_listening_drain(smtp_server, *args: str, url: str | None = None, **env: str):
     """A resident drain that has ticked, is listening, and waits out its interval."""
+    # Every tick in the log: the loop says only its first empty one at INFO.
+    env = {"V10R_LOG_LEVEL": "DEBUG", **env}
     process = start_drain(
         *args, url=url or database_url(), smtp_port=smtp_server.port, extra_env=env
     )
@@ -132,7 +134,7 @@ def test_with_listening_off_the_drain_polls(transactional_db, user, smtp_server)
         "1",
         url=database_url(),
         smtp_port=smtp_server.port,
-        extra_env={"DELIVERY_LISTEN_URL": "off"},
+        extra_env={"DELIVERY_LISTEN_URL": "off", "V10R_LOG_LEVEL": "DEBUG"},
     )
     output = Output(process)
     try:
@@ -254,3 +256,12 @@ def test_the_waking_thread_outlives_a_database_it_may_not_use(caplog):
     assert wakeup.waker().flush(timeout=10)
     assert "could not wake the drains" in caplog.text
     assert wakeup.waker()._thread.is_alive()
+
+
+def test_the_listening_connection_finds_a_half_open_peer_by_tcp_keepalives(settings):
+    settings.DELIVERY_LISTEN_URL = "postgres://postgres@127.0.0.1:5432/v10r?keepalives_idle=60"
+    params = wakeup.listen_params()
+    assert params["keepalives"] == 1 and params["keepalives_count"] == 3
+    assert params["keepalives_idle"] == "60"  # the URL's own choice is kept
+    settings.DELIVERY_LISTEN_URL = ""
+    assert wakeup.listen_params()["keepalives_interval"] == 10

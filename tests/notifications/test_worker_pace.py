@@ -51,7 +51,7 @@ def test_local_sends_stay_on_the_draining_thread_and_others_go_to_senders(db, us
     assert all(name.startswith("test-loop-send") for name in ThreadRecordingChannel.threads)
 
 
-def test_a_resting_loops_empty_ticks_are_logged_below_info_and_a_busy_one_at_it(
+def test_a_resting_loop_says_once_that_it_found_nothing_and_then_only_at_debug(
     transactional_db, user, loop_worker, caplog, settings
 ):
     import logging
@@ -59,11 +59,15 @@ def test_a_resting_loops_empty_ticks_are_logged_below_info_and_a_busy_one_at_it(
 
     settings.DELIVERY_LISTEN_URL = "off"
     stopping = threading.Event()
-    stopping.set()  # one tick, then out
+    stopping.set()  # one tick a run, then out
     with caplog.at_level(logging.DEBUG, logger="notifications.worker"):
+        loop_worker.run(stopping=stopping)
         loop_worker.run(stopping=stopping)
         make_deliveries(user, 2, channel="recording")
         loop_worker.run(stopping=stopping)
+        loop_worker.run(stopping=stopping)
+        loop_worker.run(stopping=stopping)
     ticks = [(r.levelno, r.getMessage()) for r in caplog.records if r.msg.startswith("tick")]
-    assert [level for level, _ in ticks] == [logging.DEBUG, logging.INFO]
-    assert "claimed=2" in ticks[1][1]
+    info, debug = logging.INFO, logging.DEBUG
+    assert [level for level, _ in ticks] == [info, debug, info, info, debug]
+    assert "claimed=2" in ticks[2][1]
