@@ -23,6 +23,8 @@ pytestmark = pytest.mark.django_db
 def test_the_claim_on_the_page_is_the_very_statement_the_worker_runs(client):
     body = client.get(PAGE).content.decode()
     assert f"<code data-claim-sql>{html.escape(outbox.CLAIM_SQL)}</code>" in body
+    # It scrolls sideways on a phone: reachable by keyboard, named by its caption.
+    assert '<pre tabindex="0" aria-labelledby="claim-sql-caption">' in body
 
 
 def test_the_policy_grid_is_computed_from_the_settings_and_backoff(client, settings):
