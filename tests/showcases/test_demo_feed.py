@@ -207,7 +207,7 @@ def test_a_row_claimed_again_shows_no_pickup_its_first_claims_time_is_gone(clien
     ("language", "said"),
     [
         ("en", "Cancelled before a drain loop sent it; it will not be sent."),
-        ("ru", "Отменено до того, как цикл обработки его отправил; отправлено не будет."),
+        ("ru", "Отменена до того, как цикл обработки её отправил; отправлена не будет."),
         ("de", "Storniert, bevor eine Versandschleife es gesendet hat; es wird nicht gesendet."),
     ],
 )
