@@ -214,9 +214,7 @@ def test_a_cancelled_delivery_is_pruned_like_the_other_finished_ones(db, user):
     assert (left.status, left.notification.cancel_key) == (Status.PENDING, "kept")
 
 
-def test_a_user_that_names_nobody_is_refused_not_taken_for_every_user(
-    db, user, django_user_model
-):
+def test_a_user_that_names_nobody_is_refused_not_taken_for_every_user(db, user, django_user_model):
     from django.contrib.auth.models import AnonymousUser
 
     queue(user, "k")

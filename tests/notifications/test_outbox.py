@@ -324,9 +324,7 @@ def test_a_success_reported_after_a_reap_but_before_a_reclaim_still_lands(db, us
     assert outbox.claim(batch_size=1) == []  # so it is not sent a second time
 
 
-def test_a_success_reported_after_a_reap_and_a_cancel_still_lands_but_a_failure_does_not(
-    db, user
-):
+def test_a_success_reported_after_a_reap_and_a_cancel_still_lands_but_a_failure_does_not(db, user):
     first, second = make_deliveries(user, 2)
     claims = sorted(outbox.claim(batch_size=2), key=lambda c: c.id)
     outlive_lease(first)
