@@ -240,6 +240,8 @@ def _configured_lanes() -> tuple[Lane, ...]:
 # with the same statement (and the showcase page shows it).
 LANES = _configured_lanes()
 CLAIM_SQL = claim_sql(LANES) if LANES else ""
+# Each lane's place, looked up once per claimed row when the drain orders its batch.
+_RANKS = {lane.name: place for place, lane in enumerate(LANES)}
 
 
 def claim(*, batch_size: int) -> list[ClaimedDelivery]:
@@ -275,7 +277,7 @@ def more_due(claimed: Sequence[ClaimedDelivery], *, batch_size: int) -> bool:
 
 def rank(lane: str) -> int:
     """A lane's place in the claim order (an unknown lane comes last)."""
-    return next((i for i, known in enumerate(LANES) if known.name == lane), len(LANES))
+    return _RANKS.get(lane, len(LANES))
 
 
 # One statement per flush, each row still guarded by its own fence: id, the attempts value
