@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import translation
@@ -18,9 +18,52 @@ from django.utils.translation import gettext_lazy as _
 
 
 @dataclass(frozen=True)
+class Category:
+    """What recipients choose by: a kind of notification, and whether it reaches each channel
+    when they have said nothing (defaults; a channel not named there is on)."""
+
+    label: Promise
+    description: Promise
+    defaults: Mapping[str, bool] = field(default_factory=dict)
+    # Required: no preference mutes it, quiet hours do not hold it, its email has no unsubscribe
+    # link, and at least one channel stays on (the preference centre refuses to turn off the
+    # last one, and enqueue keeps the first reachable one if the stored choices do).
+    required: bool = False
+    # Listed on the preference centre: False for rows only the site itself is sent (the
+    # showcase's demo), which are not a person's choice.
+    choosable: bool = True
+
+    def default_for(self, channel: str) -> bool:
+        return self.defaults.get(channel, True)
+
+
+# Every notification's category, by name: the catalogue's messages each name one.
+CATEGORIES: dict[str, Category] = {
+    "security": Category(
+        label=_("Security"),
+        description=_("Password resets and other messages about access to your account."),
+        required=True,
+    ),
+    "account": Category(
+        label=_("Your account"),
+        description=_("Welcome messages and news about your account."),
+        # A webhook is a machine's endpoint: it gets account news only when asked for.
+        defaults={"webhook": False},
+    ),
+    "demo": Category(
+        label=_("Showcase"),
+        description=_("The rows visitors send with “Try it” on the workers page."),
+        choosable=False,
+    ),
+}
+
+
+@dataclass(frozen=True)
 class Message:
     subject: Promise
     body: Promise
+    # A key of CATEGORIES: what the recipient's preferences are read by.
+    category: str
     # Parameters that grant something to whoever reads them (a password-reset link): the
     # recipient gets them in the message, staff never see them (shown_params).
     secret: frozenset[str] = frozenset()
@@ -40,11 +83,13 @@ MESSAGES: dict[str, Message] = {
             "Hello {name}. This message went through the outbox: queued in a transaction, "
             "claimed by a worker, sent, and recorded under its fencing token."
         ),
+        category="account",
     ),
     "queue.demo": Message(
         subject=_("A notification from the queue"),
         # Shown beside the row's state on the page, so it says what happens, not what has.
         body=_("Queued as “{label}”, for the drain loop to claim and deliver."),
+        category="demo",
     ),
     # accounts/forms.py queues it; the link carries Django's reset token, so it lives in the
     # notification's parameters until pruning (docs/accounts.md).
@@ -56,10 +101,16 @@ MESSAGES: dict[str, Message] = {
             "The link works once, and for a limited time. If you did not ask, ignore this "
             "email: your password stays as it is."
         ),
+        category="security",
         # Anyone who reads the link can set the password, until it is used or expires.
         secret=frozenset({"url"}),
     ),
 }
+
+
+def category_of(key: str) -> Category:
+    """The category of message key (KeyError for a key the catalogue does not have)."""
+    return CATEGORIES[MESSAGES[key].category]
 
 
 def _fields(template: str) -> set[str]:

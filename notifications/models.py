@@ -46,6 +46,22 @@ class Status(models.TextChoices):
     DEAD = "dead", _("dead")
     # Withdrawn by cancel_notifications() before any drain claimed it: terminal, never sent.
     CANCELLED = "cancelled", _("cancelled")
+    # Written at enqueue instead of a pending row, because the recipient cannot or does not
+    # want to be reached there (skip_reason says which): terminal, never claimed.
+    SKIPPED = "skipped", _("skipped")
+
+
+class SkipReason(models.TextChoices):
+    """Why enqueue wrote a delivery as skipped."""
+
+    # The recipient turned this category off on this channel (their preference centre, or an
+    # email's unsubscribe link).
+    OPTED_OUT = "opted_out", _("opted out")
+    # The recipient has no address on the channel (no email, no Telegram chat id).
+    NO_ADDRESS = "no_address", _("no address")
+    # The recipient's only address on the channel was turned off (the provider refused it for
+    # good, or staff did).
+    CHANNEL_OFF = "channel_off", _("address turned off")
 
 
 class ShownStatus(models.TextChoices):
@@ -67,6 +83,7 @@ class ShownStatus(models.TextChoices):
     FAILED = "failed", _("failed")
     DEAD = "dead", _("dead")
     CANCELLED = "cancelled", _("cancelled")
+    SKIPPED = "skipped", _("skipped")
 
     @classmethod
     def of(cls, *, status: str, attempts: int, attempt_base: int) -> ShownStatus:
@@ -90,7 +107,7 @@ DUE = Q(status=Status.PENDING, next_attempt_at__lte=DatabaseNow())
 DUE_SQL = f"(status = '{Status.PENDING}' AND next_attempt_at <= now())"
 # The states no drain moves a row out of again (only a staff Retry does, and not out of
 # cancelled): what pruning deletes.
-FINISHED_STATUSES = (Status.SENT, Status.FAILED, Status.DEAD, Status.CANCELLED)
+FINISHED_STATUSES = (Status.SENT, Status.FAILED, Status.DEAD, Status.CANCELLED, Status.SKIPPED)
 FINISHED = Q(status__in=FINISHED_STATUSES)
 FINISHED_SQL = "(status IN ({}))".format(", ".join(f"'{s}'" for s in FINISHED_STATUSES))
 # Dead rows: a transient fault outlived the budget, and a human should look. Not the visitors'
@@ -239,6 +256,18 @@ class NotificationDelivery(models.Model):
         _("error code"), max_length=64, blank=True, default="", db_default=""
     )
     error_message = models.TextField(_("error message"), blank=True, default="", db_default="")
+    # Why the row was written as skipped (SkipReason); empty for every other row.
+    skip_reason = models.CharField(
+        _("why skipped"),
+        max_length=32,
+        choices=SkipReason.choices,
+        blank=True,
+        default="",
+        db_default="",
+    )
+    # When the recipient's quiet hours held the row back at enqueue, until when (the end of
+    # the window; next_attempt_at was set to it). Null: no quiet hours were in the way.
+    held_until = models.DateTimeField(_("held by quiet hours until"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
 
     objects = DeliveryQuerySet.as_manager()
@@ -260,6 +289,12 @@ class NotificationDelivery(models.Model):
             models.CheckConstraint(
                 condition=Q(attempt_base__lte=models.F("attempts")),
                 name="deliveries_attempt_base_not_ahead",
+            ),
+            # A reason exactly when skipped, so a count by reason is a count of skipped rows.
+            models.CheckConstraint(
+                condition=Q(status=Status.SKIPPED, skip_reason__in=SkipReason.values)
+                | (~Q(status=Status.SKIPPED) & Q(skip_reason="")),
+                name="deliveries_skip_reason_when_skipped",
             ),
         ]
         indexes = [
@@ -325,6 +360,13 @@ class NotificationDelivery(models.Model):
                 fields=["-created_at", "-id"],
                 condition=Q(status="cancelled"),
                 name="deliveries_cancelled",
+            ),
+            # The skipped count by reason (/metrics, the dashboard) and the admin's filter.
+            models.Index(
+                fields=["-created_at", "-id"],
+                include=["skip_reason", "channel"],
+                condition=Q(status="skipped"),
+                name="deliveries_skipped",
             ),
         ]
 
@@ -410,7 +452,9 @@ class ChannelAddress(models.Model):
 
 
 class Recipient(models.Model):
-    """A user's delivery preferences: the language their notifications are written in."""
+    """A user's delivery settings: the language their notifications are written in, their
+    time zone, and their quiet hours. A user without a row has the defaults (the site's
+    language, UTC, no quiet hours). What each category reaches is in ChannelPreference."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
@@ -419,14 +463,70 @@ class Recipient(models.Model):
         related_name="notification_recipient",
     )
     language = models.CharField(
-        max_length=8, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
+        _("language"), max_length=8, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
+    )
+    # An IANA name ("Europe/Berlin"); notifications/preferences.py checks it against the
+    # database's own list, since the database computes the quiet window's end in it.
+    time_zone = models.CharField(_("time zone"), max_length=64, default="UTC", db_default="UTC")
+    # A daily window in the recipient's time zone, such as 22:00–07:00 (start after end: it
+    # spans midnight). Both or neither; equal times are refused (a window of nothing or of
+    # everything is ambiguous).
+    quiet_start = models.TimeField(_("quiet hours from"), null=True, blank=True)
+    quiet_end = models.TimeField(_("quiet hours until"), null=True, blank=True)
+    # Whether quiet hours hold email too (they always hold the channels that interrupt:
+    # notifications/preferences.py, INTERRUPTING).
+    quiet_email = models.BooleanField(
+        _("quiet hours hold email too"), default=False, db_default=False
     )
 
     class Meta:
         db_table = 'notifications"."recipients'
+        verbose_name = _("recipient's settings")
+        verbose_name_plural = _("recipients' settings")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | (
+                    Q(quiet_start__isnull=False, quiet_end__isnull=False)
+                    & ~Q(quiet_start=models.F("quiet_end"))
+                ),
+                name="recipients_quiet_window_whole",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.user_id} ({self.language})"
+
+
+class ChannelPreference(models.Model):
+    """A recipient's choice for one category on one channel, where it differs from the
+    category's default (notifications/catalogue.py, CATEGORIES). No row: the default."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="channel_preferences",
+        verbose_name=_("recipient"),
+        # The unique (user, category, channel) index starts with this column already.
+        db_index=False,
+    )
+    category = models.CharField(_("category"), max_length=64)
+    channel = models.CharField(_("channel"), max_length=32)
+    enabled = models.BooleanField(_("on"))
+    updated_at = models.DateTimeField(_("changed"), db_default=DatabaseNow())
+
+    class Meta:
+        db_table = 'notifications"."channel_preferences'
+        verbose_name = _("channel preference")
+        verbose_name_plural = _("channel preferences")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "category", "channel"], name="channel_preferences_one_each"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.user_id} {self.category}/{self.channel}: {'on' if self.enabled else 'off'}"
 
 
 class DrainHeartbeat(models.Model):
