@@ -357,6 +357,7 @@ def _prepare(
             params=delivery.message_params,
             type=delivery.type,
             message_key=delivery.message_key,
+            user_id=delivery.user_id,
             secrets=secrets,
         )
         ready.append((delivery, channel, outgoing))

@@ -33,6 +33,8 @@ class Outgoing:
     params: dict[str, Any] = field(default_factory=dict)
     type: str = ""  # the notification's type and message key, for the same channels
     message_key: str = ""
+    # The recipient, for what a channel signs in their name (an email's unsubscribe link).
+    user_id: int | None = None
     # The address's signing secrets (a webhook endpoint's), read by the drain with the address
     # so no sender thread needs the database. Never in a repr, so never in a log.
     secrets: tuple[str, ...] = field(default=(), repr=False)
