@@ -19,4 +19,6 @@ urlpatterns = [
     ),
     path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path("password/changed/", views.password_change_done, name="password_change_done"),
+    # The preference centre: what reaches the user, on which channel, and when.
+    path("notifications/", views.preferences, name="preferences"),
 ]

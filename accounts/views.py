@@ -7,6 +7,8 @@ showing why (core.ratelimit.refuse)."""
 from __future__ import annotations
 
 from django.contrib.auth import views as auth
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.utils.translation import gettext_lazy as _
 
@@ -79,3 +81,9 @@ password_reset_complete = _told(
 password_change_done = _told(
     auth.PasswordChangeDoneView, "password_change_done", _("Your password is changed")
 )
+
+
+@login_required
+def preferences(request):
+    """The preference centre: which categories reach the user on which channel, and when."""
+    return render(request, "accounts/preferences.html", {"title": _("Notification settings")})
