@@ -112,8 +112,7 @@ class PasswordResetRequestForm(PasswordResetForm):
             )
         send_notification(
             user=user,
-            type="security",
-            message_key=MESSAGE_KEY,
+            type=MESSAGE_KEY,
             params={
                 "url": f"{link_origin(context)}{path}",
                 "site_name": context["site_name"],

@@ -88,9 +88,9 @@ def client_commits(rows: int, spacing: tuple[float, float]) -> dict[int, str]:
     for i in range(rows):
         time.sleep(random.uniform(*spacing) / 1000)
         notification = enqueue.send_notification(
-            user=user, type="bench", message_key="queue.demo", params={"label": f"p{i}"},
+            user=user, type="queue.demo", params={"label": f"p{i}"},
             channels=["email"],
-        )  # fmt: skip
+        ).notification  # fmt: skip
         with connection.cursor() as cursor:
             cursor.execute("SELECT clock_timestamp()::text")
             clock = cursor.fetchone()[0]
@@ -147,7 +147,7 @@ def client_enqueue_rate(calls: int) -> dict:
     def send(count: int) -> None:
         for i in range(count):
             enqueue.send_notification(
-                user=user, type="bench", message_key="queue.demo",
+                user=user, type="queue.demo",
                 params={"label": f"e{i}"}, channels=["email"],
             )  # fmt: skip
         connection.close()

@@ -1,33 +1,55 @@
-"""Enqueue: the transactional outbox's write side.
+"""Enqueue: the transactional outbox's write side, where the recipient's preferences are kept.
 
 Nothing here sends anything: it writes the rows a drain will claim. The public function keeps
 the name callers reach for, send_notification, because that is what they mean by it (the
 sending happens after their transaction commits, on a worker); its docstring says so.
+
+Every delivery asked for is written, whether it will be sent or not: one the recipient cannot
+or does not want to receive is a `skipped` row with its reason (SkipReason), in the same
+insert, so "why did I never get it?" has an answer in the admin. A row the recipient's quiet
+hours hold is pending, due when the window ends (held_until says so).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Value
 from django.db.models.functions import Greatest
+from django.utils.module_loading import import_string
 
-from notifications import catalogue, lanes, outbox, wakeup
+from notifications import catalogue, lanes, outbox, preferences, quiet, wakeup
+from notifications.channels.base import AddressSource
 from notifications.models import (
     DEFAULT_LANE,
     ChannelAddress,
     DatabaseNow,
     Notification,
     NotificationDelivery,
+    SkipReason,
+    Status,
 )
 from notifications.outbox import CancelCounts
 
 CANCEL_KEY_MAX = 200  # Notification.cancel_key's max_length
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What send_notification() (or add_channels()) wrote: the notification, the channels it
+    queued for a drain to send, and the channels it wrote as skipped, each with its reason
+    (a SkipReason value: "opted_out", "no_address", "channel_off")."""
+
+    notification: Notification
+    queued: tuple[str, ...] = ()
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def _channels(channels: Iterable[str]) -> list[str]:
@@ -73,56 +95,195 @@ def _cancel_key(key: Any) -> str:
     return key
 
 
+def _type(kind: Any) -> str:
+    """kind, when the catalogue has a message of that key; else a ValueError naming them."""
+    if not isinstance(kind, str) or kind not in catalogue.MESSAGES:
+        known = ", ".join(sorted(catalogue.MESSAGES))
+        raise ValueError(f"Unknown notification type {kind!r}; known types: {known}.")
+    return kind
+
+
 def send_notification(
     *,
     user,
     type: str,  # noqa: A002 - the column's name
-    message_key: str,
     params: Mapping[str, Any] | None = None,
     channels: Iterable[str] | None = None,
     action_url: str = "",
     priority: str = DEFAULT_LANE,
     send_at: datetime | None = None,
     cancel_key: str = "",
-) -> Notification:
-    """Queue a notification: write it, and one pending delivery per channel, for a drain to
-    send. With no channels named, the user's own choose them (channels_for).
+) -> Enqueued:
+    """Queue a notification: write it, and one delivery per channel, for a drain to send.
+
+    type is the catalogue's key of the message ("welcome", "account.password_reset"); its
+    category decides, with the recipient's preferences, which channels are queued and which
+    are written as skipped (Enqueued says which). With no channels named, the user's own
+    choose: every channel they have an address on, a turned-off one included (skipped,
+    channel_off); a user with no address anywhere gets one skipped email row (no_address).
 
     priority names the claim's lane (DELIVERY_LANES: "high", "normal", "low", ...). send_at
     (an aware datetime) holds the sends until then, by the database's clock; a time already
-    past means now. cancel_key names the notification for cancel_notifications(), which can
-    withdraw its deliveries until a drain has claimed them.
+    past means now. Quiet hours may hold a delivery past it (held_until). cancel_key names the
+    notification for cancel_notifications(), which can withdraw its deliveries until a drain
+    has claimed them.
 
     Runs inside the caller's transaction when there is one (the outbox pattern: the
-    notification commits or rolls back with the change that caused it).
+    notification, and every row written as skipped, commit or roll back with the change that
+    caused it).
     """
+    kind = _type(type)
     lane, when, key = _lane(priority), _send_at(send_at), _cancel_key(cancel_key)
     params = dict(params or {})
-    if channels is None:
-        channels = channels_for(user)
-        if not channels:
-            raise ValueError(
-                f"User {user.pk} has no email address and no active address on any channel."
-            )
-    names = _channels(channels)
-    if not type or len(type) > 64:
-        raise ValueError("type must be 1 to 64 characters.")
-    catalogue.validate(key=message_key, params=params)
+    names = None if channels is None else _channels(channels)
+    catalogue.validate(key=kind, params=params)
     try:
         json.dumps(params)
     except TypeError as exc:
         raise ValueError(f"params must be JSON-serialisable: {exc}") from None
+    decisions = _decide(user=user, kind=kind, names=names, when=when)
     with transaction.atomic():
         notification = Notification.objects.create(
             user=user,
-            type=type,
-            message_key=message_key,
+            type=kind,
+            # The column stays for the rows queued before types were the catalogue's keys.
+            message_key=kind,
             message_params=params,
             action_url=action_url,
             cancel_key=key,
         )
-        add_channels(notification=notification, channels=names, priority=lane, send_at=when)
-    return notification
+        return _write(notification, decisions, lane=lane, when=when)
+
+
+@dataclass(frozen=True)
+class _Decisions:
+    """Per channel, in order: None (queue it) or a SkipReason; and when quiet hours hold the
+    ones queued on channels in held."""
+
+    reasons: dict[str, str | None]
+    held: frozenset[str] = frozenset()
+    held_until: datetime | None = None
+
+
+@cache
+def _address_source(path: str) -> AddressSource:
+    return import_string(path).address_source
+
+
+def _decide(*, user, kind: str, names: list[str] | None, when: datetime | None = None):
+    """Which of names (None: the user's own) are queued for user, and why the others are not.
+
+    Reads the preferences (two queries), the user's addresses when a channel needs one (one),
+    and the end of the quiet window when a queued channel is held (one)."""
+    category_name = catalogue.MESSAGES[kind].category
+    category = catalogue.CATEGORIES[category_name]
+    prefs = preferences.of(user)
+    sources = {name: _address_source(path) for name, path in settings.DELIVERY_CHANNELS.items()}
+    active: set[str] = set()
+    turned_off: set[str] = set()
+    if names is None or any(sources[n] == AddressSource.CHANNEL_ADDRESS for n in names):
+        for channel, is_active in ChannelAddress.objects.filter(user=user).values_list(
+            "channel", "is_active"
+        ):
+            (active if is_active else turned_off).add(channel)
+        turned_off -= active
+    if names is None:
+        names = _own_channels(user, active | turned_off, sources)
+
+    def reachable(name: str) -> str | None:
+        source = sources[name]
+        if source == AddressSource.EMAIL:
+            return None if user.email else SkipReason.NO_ADDRESS
+        if source == AddressSource.CHANNEL_ADDRESS:
+            if name in active:
+                return None
+            return SkipReason.CHANNEL_OFF if name in turned_off else SkipReason.NO_ADDRESS
+        return None
+
+    reasons: dict[str, str | None] = {}
+    for name in names:
+        reason = reachable(name)
+        if reason is None and not prefs.enabled(category_name, name):
+            reason = SkipReason.OPTED_OUT
+        reasons[name] = reason
+    if category.required and all(reasons.values()):
+        # A required category is never muted: its first reachable channel stays on whatever
+        # the stored choices say (the preference centre refuses to save that, but a channel's
+        # address may have gone since).
+        first = next((n for n, r in reasons.items() if r == SkipReason.OPTED_OUT), None)
+        if first is not None:
+            reasons[first] = None
+    held = frozenset(
+        name for name, reason in reasons.items() if reason is None and prefs.holds(name)
+    )
+    if held and not category.required:
+        until = quiet.held_until(
+            time_zone=prefs.time_zone, start=prefs.quiet_start, end=prefs.quiet_end, due=when
+        )
+        if until is not None:
+            return _Decisions(reasons, held, until)
+    return _Decisions(reasons)
+
+
+def _own_channels(user, addressed: set[str], sources) -> list[str]:
+    """The channels a user has an address on (email first, then the rest by name); email
+    alone, to be written as skipped, when they have none at all."""
+    names = [n for n, s in sources.items() if s == AddressSource.EMAIL and user.email]
+    names += sorted(n for n in addressed if n in sources and n not in names)
+    if names:
+        return names
+    email = [n for n, s in sources.items() if s == AddressSource.EMAIL]
+    if not email:
+        raise ValueError(
+            f"User {user.pk} has no address on any channel this site runs, and the site runs "
+            "no email channel to record the notification as skipped on."
+        )
+    return email[:1]
+
+
+def _write(
+    notification: Notification, decisions: _Decisions, *, lane: str, when: datetime | None
+) -> Enqueued:
+    due = {}
+    if when is not None:
+        # The database's clock decides: a send_at it has passed is due at once.
+        due["next_attempt_at"] = Greatest(DatabaseNow(), Value(when))
+    rows = []
+    for name, reason in decisions.reasons.items():
+        if reason is not None:
+            rows.append(
+                NotificationDelivery(
+                    notification=notification,
+                    channel=name,
+                    lane=lane,
+                    status=Status.SKIPPED,
+                    skip_reason=reason,
+                )
+            )
+        elif name in decisions.held:
+            rows.append(
+                NotificationDelivery(
+                    notification=notification,
+                    channel=name,
+                    lane=lane,
+                    next_attempt_at=decisions.held_until,
+                    held_until=decisions.held_until,
+                )
+            )
+        else:
+            rows.append(
+                NotificationDelivery(notification=notification, channel=name, lane=lane, **due)
+            )
+    NotificationDelivery.objects.bulk_create(rows, ignore_conflicts=True)
+    queued = tuple(n for n, r in decisions.reasons.items() if r is None)
+    if queued:
+        # The drains hear of the rows once they are committed (at once outside a transaction).
+        transaction.on_commit(wakeup.request_wake, robust=True)
+    return Enqueued(
+        notification=notification,
+        queued=queued,
+        skipped={n: str(r) for n, r in decisions.reasons.items() if r is not None},
+    )
 
 
 def cancel_notifications(*, key: str, user=None) -> CancelCounts:
@@ -168,23 +329,25 @@ def add_channels(
     channels: Iterable[str],
     priority: str = DEFAULT_LANE,
     send_at: datetime | None = None,
-) -> None:
-    """Queue an existing notification on more channels; a channel it has already is skipped.
+) -> Enqueued:
+    """Queue an existing notification on more channels, its recipient's preferences kept as
+    send_notification() keeps them; a channel it has already is left as it is, and out of
+    the result.
 
     The unique (notification, channel) constraint makes this safe to call twice, even from
-    two transactions at once (ON CONFLICT DO NOTHING).
+    two transactions at once (ON CONFLICT DO NOTHING); of two calls adding the same channel at
+    the same moment, both may report it, and one row is written.
     """
     lane, when = _lane(priority), _send_at(send_at)
-    extra = {}
-    if when is not None:
-        # The database's clock decides: a send_at it has passed is due at once.
-        extra["next_attempt_at"] = Greatest(DatabaseNow(), Value(when))
-    NotificationDelivery.objects.bulk_create(
-        [
-            NotificationDelivery(notification=notification, channel=n, lane=lane, **extra)
-            for n in _channels(channels)
-        ],
-        ignore_conflicts=True,
+    names = _channels(channels)
+    kind = notification.message_key
+    if kind not in catalogue.MESSAGES:
+        raise ValueError(f"The notification's message {kind!r} is no longer in the catalogue.")
+    present = set(
+        notification.deliveries.filter(channel__in=names).values_list("channel", flat=True)
     )
-    # The drains hear of the rows once they are committed (at once outside a transaction).
-    transaction.on_commit(wakeup.request_wake, robust=True)
+    names = [n for n in names if n not in present]
+    if not names:
+        return Enqueued(notification=notification)
+    decisions = _decide(user=notification.user, kind=kind, names=names, when=when)
+    return _write(notification, decisions, lane=lane, when=when)

@@ -75,12 +75,11 @@ def enqueue(*, label: str, fail: bool) -> Notification:
         raise QueueFull
     return send_notification(
         user=demo_user(),
-        type="demo",
-        message_key="queue.demo",
+        type="queue.demo",
         params={"label": label, "fail": fail},
         channels=[DEMO_CHANNEL],
         priority="demo",
-    )
+    ).notification
 
 
 def feed(notification_ids: list[str]) -> list[NotificationDelivery]:

@@ -55,9 +55,7 @@ def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int
     """Insert count due deliveries (one notification each) in two statements; return ids."""
     notifications = Notification.objects.bulk_create(
         [
-            Notification(
-                user=user, type="test", message_key="queue.demo", message_params={"label": f"n{i}"}
-            )
+            Notification(user=user, type="queue.demo", message_params={"label": f"n{i}"})
             for i in range(count)
         ]
     )
@@ -120,8 +118,8 @@ def notify(user, *, channels=None, label: str = "x") -> Notification:
     """Queue a notification that renders anywhere (the demo's message) for user on channels;
     with none named, the user's addresses choose."""
     return enqueue.send_notification(
-        user=user, type="t", message_key="queue.demo", params={"label": label}, channels=channels
-    )
+        user=user, type="queue.demo", params={"label": label}, channels=channels
+    ).notification
 
 
 def db_now() -> datetime:

@@ -20,6 +20,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from accounts.forms import RESETS_PER_ADDRESS, RESETS_PER_CLIENT, PasswordResetRequestForm
+from notifications import catalogue
 from notifications.models import Notification, NotificationDelivery, Recipient, Status
 from tests.accounts.conftest import PASSWORD
 
@@ -40,8 +41,9 @@ def test_a_request_queues_one_security_notification_with_one_pending_email(clien
     assert response.status_code == 302
     assert response["Location"] == SENT
     [notification] = Notification.objects.all()
-    assert (notification.user, notification.type) == (ada, "security")
+    assert (notification.user, notification.type) == (ada, "account.password_reset")
     assert notification.message_key == "account.password_reset"
+    assert catalogue.MESSAGES[notification.type].category == "security"
     assert notification.message_params["username"] == "ada"
     assert notification.message_params["site_name"] == "testserver"
     assert LINK.fullmatch(notification.message_params["url"])

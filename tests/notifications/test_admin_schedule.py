@@ -29,12 +29,11 @@ def scheduled(user):
     for label in ("first", "second"):
         notification = enqueue.send_notification(
             user=user,
-            type="t",
-            message_key="queue.demo",
+            type="queue.demo",
             params={"label": label},
             channels=["recording"],
             send_at=datetime(2030, 1, 2, 15, 4, tzinfo=UTC),
-        )
+        ).notification
         ids += notification.deliveries.values_list("pk", flat=True)
     return ids
 

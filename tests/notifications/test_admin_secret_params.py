@@ -17,11 +17,10 @@ def test_the_reset_link_is_hidden_on_the_notifications_page_even_from_a_superuse
 ):
     notification = send_notification(
         user=user,
-        type="security",
-        message_key="account.password_reset",
+        type="account.password_reset",
         params={"url": LINK, "site_name": "v10r", "username": user.get_username()},
         channels=["email"],
-    )
+    ).notification
     page = admin_client.get(
         reverse("admin:notifications_notification_change", args=[notification.pk])
     )

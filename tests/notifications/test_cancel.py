@@ -18,12 +18,11 @@ from tests.helpers import database_url, execute, make_deliveries, mark_sent, pol
 def queue(user, key: str, *, channels=("recording",)):
     return send_notification(
         user=user,
-        type="reminder",
-        message_key="queue.demo",
+        type="queue.demo",
         params={"label": key},
         channels=list(channels),
         cancel_key=key,
-    )
+    ).notification
 
 
 def test_cancelling_a_key_cancels_its_pending_deliveries_and_counts_the_others(

@@ -92,18 +92,26 @@ def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, 
 def test_with_no_channels_named_the_users_addresses_choose(db, user, peers):
     addresses(user, peers)
     ChannelAddress.objects.filter(channel="discord").update(is_active=False)
-    notification = notify(user)
-    assert sorted(notification.deliveries.values_list("channel", flat=True)) == [
-        "email",
-        "telegram",
-        "webhook",
+    enqueued = enqueue.send_notification(user=user, type="queue.demo", params={"label": "x"})
+    assert enqueued.queued == ("email", "telegram", "webhook")
+    # The turned-off address is recorded, not left out: staff can see why it did not go.
+    assert enqueued.skipped == {"discord": "channel_off"}
+    rows = enqueued.notification.deliveries.order_by("channel")
+    assert [(d.channel, d.status, d.skip_reason) for d in rows] == [
+        ("discord", "skipped", "channel_off"),
+        ("email", "pending", ""),
+        ("telegram", "pending", ""),
+        ("webhook", "pending", ""),
     ]
 
 
-def test_a_user_with_nowhere_to_send_is_refused(db, django_user_model):
+def test_a_user_with_nowhere_to_send_gets_one_skipped_email_row(db, django_user_model):
     nobody = django_user_model.objects.create_user("nobody")  # no email either
-    with pytest.raises(ValueError, match="no email address and no active address"):
-        notify(nobody)
+    enqueued = enqueue.send_notification(user=nobody, type="queue.demo", params={"label": "x"})
+    assert (enqueued.queued, enqueued.skipped) == ((), {"email": "no_address"})
+    assert [(d.channel, d.status) for d in enqueued.notification.deliveries.all()] == [
+        ("email", "skipped")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -132,8 +140,7 @@ def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(d
     wired["webhook"].secrets = [new]  # the receiver has switched over already
     enqueue.send_notification(
         user=user,
-        type="welcome",
-        message_key="queue.demo",
+        type="queue.demo",
         params={"label": "x"},
         channels=["webhook"],
     )
@@ -142,7 +149,11 @@ def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(d
     assert request.verified
     assert len(request.headers["webhook-signature"].split()) == 2
     body = request.json()
-    assert (body["type"], body["key"], body["params"]) == ("welcome", "queue.demo", {"label": "x"})
+    assert (body["type"], body["key"], body["params"]) == (
+        "queue.demo",
+        "queue.demo",
+        {"label": "x"},
+    )
     delivery = NotificationDelivery.objects.get()
     assert request.headers["webhook-id"] == str(delivery.pk)
 

@@ -20,10 +20,9 @@ def queue_email(django_user_model, address: str, *, name: str = "Ada") -> int:
     notification = send_notification(
         user=recipient,
         type="welcome",
-        message_key="welcome",
         params={"name": name},
         channels=["email"],
-    )
+    ).notification
     return notification.deliveries.get().pk
 
 

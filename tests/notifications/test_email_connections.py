@@ -24,10 +24,9 @@ def queue_emails(django_user_model, count: int, *, start: int = 0) -> list[int]:
         notification = send_notification(
             user=recipient,
             type="welcome",
-            message_key="welcome",
             params={"name": f"Reader {n}"},
             channels=["email"],
-        )
+        ).notification
         ids.append(notification.deliveries.get().pk)
     return ids
 

@@ -13,20 +13,19 @@ from tests.notifications.channels import RecordingChannel
 def welcome(user, *, channels):
     """Queue the welcome message for user on channels."""
     return send_notification(
-        user=user, type="welcome", message_key="welcome", params={"name": "Ada"}, channels=channels
-    )
+        user=user, type="welcome", params={"name": "Ada"}, channels=channels
+    ).notification
 
 
 def demo(user, *, channels=("recording",), **options):
     """Queue the queue demo's message for user on channels, with send_notification's options."""
     return send_notification(
         user=user,
-        type="t",
-        message_key="queue.demo",
+        type="queue.demo",
         params={"label": "a"},
         channels=list(channels),
         **options,
-    )
+    ).notification
 
 
 def test_send_writes_the_notification_and_one_pending_delivery_per_channel(db, user):
@@ -62,17 +61,16 @@ def test_the_same_notification_and_channel_never_make_two_rows(db, user):
     [
         ({"channels": ["pigeon"]}, "Unknown channel(s) 'pigeon'; known:"),
         ({"channels": []}, "at least one channel"),
-        ({"message_key": "nope"}, "Unknown message key 'nope'; known keys:"),
+        ({"type": "nope"}, "Unknown notification type 'nope'; known types: "),
+        ({"type": ""}, "Unknown notification type ''; known types: "),
         ({"params": {}}, "needs the parameter(s): label"),
         ({"params": {"label": object()}}, "JSON-serialisable"),
-        ({"type": ""}, "type must be 1 to 64 characters"),
     ],
 )
 def test_bad_input_is_refused_at_enqueue_time_with_a_clear_error(db, user, kwargs, message):
     arguments = {
         "user": user,
-        "type": "t",
-        "message_key": "queue.demo",
+        "type": "queue.demo",
         "params": {"label": "x"},
         "channels": ["recording"],
     } | kwargs
@@ -191,9 +189,14 @@ def test_adding_channels_is_one_insert_that_skips_what_is_there(db, user):
 
     notification = notify(user, channels=["email"])
     with CaptureQueriesContext(connection) as queries:
-        add_channels(notification=notification, channels=["email", "recording"])
-    [insert] = [q["sql"] for q in queries.captured_queries]
+        added = add_channels(notification=notification, channels=["email", "recording"])
+    # Read: the channels it has, the recipient's settings and choices; written: one insert.
+    statements = [q["sql"] for q in queries.captured_queries]
+    [insert] = [sql for sql in statements if not sql.startswith("SELECT")]
     assert insert.startswith("INSERT") and insert.endswith("ON CONFLICT DO NOTHING")
+    assert len(statements) == 4
+    # The channel it had already is neither queued again nor reported.
+    assert (added.queued, added.skipped) == (("recording",), {})
 
 
 # --- Priority, send_at ------------------------------------------------------------------------

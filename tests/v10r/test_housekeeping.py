@@ -141,11 +141,10 @@ def test_a_notification_on_demo_and_another_channel_is_left_alone_and_the_rest_g
     visitor = queue_demo.demo_user()
     mixed = send_notification(
         user=visitor,
-        type="demo",
-        message_key="queue.demo",
+        type="queue.demo",
         params={"label": "x", "fail": False},
         channels=["demo", "email"],
-    )
+    ).notification
     [plain] = make_deliveries(visitor, 1, channel="demo")
     execute(
         "UPDATE notifications.notification_deliveries SET status = 'sent', "

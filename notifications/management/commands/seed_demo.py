@@ -26,15 +26,13 @@ class Command(BaseCommand):
         send_notification(
             user=user,
             type="welcome",
-            message_key="welcome",
             params={"name": user.get_username()},
             channels=["email"],
         )
         for label in ("first", "second", "third"):
             send_notification(
                 user=user,
-                type="demo",
-                message_key="queue.demo",
+                type="queue.demo",
                 params={"label": label},
                 channels=["email"],
             )
