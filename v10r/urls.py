@@ -2,6 +2,7 @@ from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.urls import include, path
 
+from accounts import unsubscribe
 from pwa import urls as pwa_urls
 from v10r import views
 
@@ -18,6 +19,9 @@ urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
     path("showcases/", include("showcases.urls")),
     path("account/", include("accounts.urls")),
+    # An email's one-click unsubscribe link (RFC 8058), in the email's language: a mail
+    # provider POSTs to it as it stands, and a prefix it gave is never redirected away.
+    path("unsubscribe/<str:token>/", unsubscribe.unsubscribe, name="unsubscribe"),
     path("admin/", admin.site.urls),
     *pwa_urls.localised,
     prefix_default_language=False,

@@ -11,6 +11,11 @@ server has been handed the message (before DATA), the message goes again, once, 
 connection and within the same deadline; that is not the message's failure, and it cannot
 make a duplicate. A connection that breaks during or after DATA is a retryable failure like
 any other, since the server may have the message.
+
+An email of a category the recipient may turn off carries RFC 8058's one-click unsubscribe
+(List-Unsubscribe and List-Unsubscribe-Post, a link signed by notifications/unsubscribe.py on
+SITE_ORIGIN) and a footer that says how to choose; a required one (security) carries neither.
+See docs/unsubscribe.md.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from email.charset import QP, Charset
 from email.header import Header
 from email.mime.text import MIMEText
 from email.utils import formataddr, formatdate, parseaddr
+from urllib.parse import quote
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -38,7 +44,11 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.backends.smtp import EmailBackend as SMTPBackend
 from django.core.mail.utils import DNS_NAME
 from django.core.validators import validate_email
+from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext as _
 
+from notifications import catalogue, unsubscribe
 from notifications.channels import deadlines, pools
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
@@ -113,6 +123,9 @@ class EmailChannel(pools.Keeper, Channel):
         body = outgoing.body
         if outgoing.action_url:
             body = f"{body}\n\n{outgoing.action_url}"
+        list_headers, footer = _unsubscribing(outgoing)
+        if footer:
+            body = f"{body}\n\n{footer}"
         try:
             # Built now, before any connection: a line break in the subject can never be
             # sent, however often it is retried, so it is a permanent failure.
@@ -122,6 +135,7 @@ class EmailChannel(pools.Keeper, Channel):
                 to=outgoing.address,
                 message_id=message_id,
                 language=outgoing.language,
+                extra_headers=list_headers,
             )
         except (ValueError, email.errors.MessageError) as exc:
             raise ChannelError("BAD_MESSAGE", str(exc), retryable=False) from None
@@ -217,7 +231,15 @@ _UTF8.body_encoding = QP
 _CRLF = email.policy.compat32.clone(linesep="\r\n")
 
 
-def _compose(*, subject: str, body: str, to: str, message_id: str, language: str) -> _Letter:
+def _compose(
+    *,
+    subject: str,
+    body: str,
+    to: str,
+    message_id: str,
+    language: str,
+    extra_headers: dict[str, str] | None = None,
+) -> _Letter:
     """Build the message: a single text/plain part in UTF-8.
 
     Not through Django's EmailMessage: since Django 6 it builds with the email package's
@@ -235,14 +257,109 @@ def _compose(*, subject: str, body: str, to: str, message_id: str, language: str
     message["Date"] = formatdate(usegmt=True)
     message["Message-ID"] = message_id
     message["Content-Language"] = language
+    content = message.as_bytes(policy=_CRLF)
+    headers = {"Message-ID": message_id, "Content-Language": language}
+    if extra_headers:
+        # ASCII made by _unsubscribing, each value one URL or token and no line break, and
+        # written unfolded after the others: the package would fold a value longer than a
+        # line before its first character, leaving "List-Unsubscribe: " alone on a line.
+        # A line of a few hundred characters at most (SITE_ORIGIN's host and the link's
+        # path) stays well within SMTP's 998.
+        lines = b"".join(
+            f"{name}: {value}\r\n".encode("ascii") for name, value in extra_headers.items()
+        )
+        end = content.index(b"\r\n\r\n") + 2
+        content = content[:end] + lines + content[end:]
+        headers.update(extra_headers)
     return _Letter(
         sender=sender,
         recipient=recipient,
-        content=message.as_bytes(policy=_CRLF),
+        content=content,
         subject=subject,
         body=body,
-        headers={"Message-ID": message_id, "Content-Language": language},
+        headers=headers,
     )
+
+
+# RFC 8058: the POST a mail provider sends to the List-Unsubscribe link when its reader clicks
+# "Unsubscribe", with this as its whole body.
+ONE_CLICK = "List-Unsubscribe=One-Click"
+
+
+def _unsubscribing(outgoing: Outgoing) -> tuple[dict[str, str], str]:
+    """The List-Unsubscribe headers and the body's footer for outgoing: none of either for a
+    required category (or a message that names none a recipient chooses); no headers, and a
+    footer without links, when SITE_ORIGIN is unset, since no link can be made without it.
+
+    One HMAC and no query: this runs in a sender thread, for every message. The rest (two
+    reverse() calls and the words, 50 µs) is made once per language and category."""
+    message = catalogue.MESSAGES.get(outgoing.message_key)
+    category = catalogue.CATEGORIES[message.category] if message else None
+    if category is None or category.required or not category.choosable:
+        return {}, ""
+    origin = settings.SITE_ORIGIN
+    if not origin or outgoing.user_id is None:
+        return {}, _footer_without_links(outgoing.language)
+    token = unsubscribe.make(
+        user_id=outgoing.user_id, category=message.category, channel=outgoing.channel
+    )
+    head, tail, before, after = _footer_parts(
+        language=outgoing.language,
+        category=message.category,
+        origin=origin,
+        urlconf=settings.ROOT_URLCONF,
+    )
+    link = f"{head}{token}{tail}"
+    headers = {"List-Unsubscribe": f"<{link}>", "List-Unsubscribe-Post": ONE_CLICK}
+    return headers, f"{before}{link}{after}"
+
+
+# "-- " on a line of its own: RFC 3676's signature separator, which mail readers show apart
+# from the message (and leave out of a reply's quote).
+SIGNATURE = "-- \n"
+# Where the token goes in what _footer_parts makes: a NUL, which neither a translation nor a
+# URL reverse() makes can hold (it quotes one as %00).
+_TOKEN = "\x00"
+
+
+@functools.lru_cache(maxsize=64)
+def _footer_parts(
+    *, language: str, category: str, origin: str, urlconf: str
+) -> tuple[str, str, str, str]:
+    """The unsubscribe link around its token, and the footer around that link, in language:
+    (head, tail, before, after). The links are under the language's prefix, the page's."""
+    origin = _ascii_origin(origin)
+    with translation.override(language):
+        path = reverse("unsubscribe", kwargs={"token": _TOKEN})
+        head, tail = path.split(quote(_TOKEN))
+        footer = "\n".join(
+            (
+                _("Stop “%(category)s” emails: %(link)s")
+                % {"category": catalogue.CATEGORIES[category].label, "link": _TOKEN},
+                _("Choose which emails you get: %(link)s")
+                % {"link": origin + reverse("accounts:preferences")},
+            )
+        )
+    before, after = footer.split(_TOKEN)
+    return origin + head, tail, SIGNATURE + before, after
+
+
+@functools.lru_cache(maxsize=8)
+def _footer_without_links(language: str) -> str:
+    with translation.override(language):
+        return SIGNATURE + _(
+            "To choose which emails you get, sign in and open your notification settings."
+        )
+
+
+@functools.lru_cache(maxsize=4)
+def _ascii_origin(origin: str) -> str:
+    """SITE_ORIGIN as a header may carry it: an internationalised host in its IDNA form."""
+    if origin.isascii():
+        return origin
+    scheme, slashes, rest = origin.partition("://")
+    host, colon, port = rest.partition(":")
+    return f"{scheme}{slashes}{host.encode('idna').decode('ascii')}{colon}{port}"
 
 
 # What would end a header line early: every line break str.splitlines() knows (the email
