@@ -97,13 +97,22 @@ def test_each_row_reads_one_state_in_the_badge_the_filter_the_tiles_and_the_dash
     assert health.system_failures == 2
 
 
-def row(status: str, attempts: int = 0, base: int = 0, *, due: bool = False, channel="recording"):
+def row(
+    status: str,
+    attempts: int = 0,
+    base: int = 0,
+    *,
+    due: bool = False,
+    channel="recording",
+    reason: str = "",
+):
     return {
         "status": status,
         "attempts": attempts,
         "attempt_base": base,
         "due": due,
         "channel": channel,
+        "skip_reason": reason,
     }
 
 
@@ -124,6 +133,9 @@ EVERY_STATE = {
     # Withdrawn before a drain claimed it: fresh, or between two tries.
     "cancelled": row("cancelled", due=True),
     "cancelled_retrying": row("cancelled", 2),
+    # Written at enqueue instead of a pending row: never claimed, whenever it was "due".
+    "skipped": row("skipped", due=True, reason="opted_out"),
+    "skipped_later": row("skipped", reason="no_address", channel="email"),
 }
 
 
@@ -135,7 +147,7 @@ def every_state(user):
         execute(
             "UPDATE notifications.notification_deliveries"
             " SET status = %(status)s, attempts = %(attempts)s, attempt_base = %(attempt_base)s,"
-            " channel = %(channel)s, next_attempt_at"
+            " channel = %(channel)s, skip_reason = %(skip_reason)s, next_attempt_at"
             " = CASE WHEN %(due)s THEN now() ELSE now() + interval '1 hour' END"
             " WHERE id = %(id)s",
             {**values, "id": ids[name]},
@@ -180,7 +192,16 @@ def test_each_row_reads_the_same_state_in_python_in_the_queryset_and_in_sql(db, 
     assert selected(NEEDS_ATTENTION_SQL) == {every_state["dead"]}
     assert selected(FINISHED_SQL) == {
         every_state[n]
-        for n in ("sent", "failed", "dead", "dead_demo", "cancelled", "cancelled_retrying")
+        for n in (
+            "sent",
+            "failed",
+            "dead",
+            "dead_demo",
+            "cancelled",
+            "cancelled_retrying",
+            "skipped",
+            "skipped_later",
+        )
     }
 
 
@@ -189,8 +210,8 @@ def test_each_send_outcome_is_named_as_the_row_it_leaves_reads(db, every_state):
     for status, name in OUTCOMES.items():
         rows = NotificationDelivery.objects.filter(status=status, attempts__gt=0)
         assert {r.shown_status for r in rows if r.attempts > r.attempt_base} == {name}
-    # A cancelled row was never sent: no send leaves it so.
-    assert set(OUTCOMES) == set(Status) - {Status.PROCESSING, Status.CANCELLED}
+    # A cancelled or skipped row was never sent: no send leaves it so.
+    assert set(OUTCOMES) == set(Status) - {Status.PROCESSING, Status.CANCELLED, Status.SKIPPED}
 
 
 # What a module would write if it spelt a state again instead of importing it from
