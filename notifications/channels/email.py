@@ -300,9 +300,14 @@ def _unsubscribing(outgoing: Outgoing) -> tuple[dict[str, str], str]:
     origin = settings.SITE_ORIGIN
     if not origin or outgoing.user_id is None:
         return {}, _footer_without_links(outgoing.language)
-    token = unsubscribe.make(
-        user_id=outgoing.user_id, category=message.category, channel=outgoing.channel
-    )
+    try:
+        token = unsubscribe.make(
+            user_id=outgoing.user_id, category=message.category, channel=outgoing.channel
+        )
+    except ValueError:
+        # A channel recipients do not choose (this class under another name): the email
+        # goes, without a link its page would refuse.
+        return {}, _footer_without_links(outgoing.language)
     head, tail, before, after = _footer_parts(
         language=outgoing.language,
         category=message.category,

@@ -13,10 +13,11 @@ from django.core import signing
 from django.test import Client
 
 from accounts import unsubscribe as page
-from notifications import preferences
+from notifications import preferences, worker
 from notifications import unsubscribe as tokens
 from notifications.channels.email import EmailChannel
-from notifications.models import ChannelPreference
+from notifications.enqueue import send_notification
+from notifications.models import ChannelPreference, NotificationDelivery, SkipReason, Status
 from tests.helpers import make_outgoing
 
 ONE_CLICK = "List-Unsubscribe=One-Click"
@@ -229,6 +230,25 @@ def test_without_site_origin_no_header_is_sent_and_the_footer_names_no_link(
     assert "http" not in body.replace(ACTION_URL, "")
 
 
+@pytest.mark.parametrize(
+    ("origin", "sent"),
+    [
+        # make run's loopback, if SITE_ORIGIN is set for it: a link, though not RFC 8058's.
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("https://пример.рф", "https://xn--e1afmkfd.xn--p1ai"),  # a header carries ASCII
+        ("https://v10r.example:8443", "https://v10r.example:8443"),
+    ],
+)
+def test_the_link_is_built_on_site_origin_as_it_is_set(
+    db, ada, mail_to, email_channel, settings, origin, sent
+):
+    settings.SITE_ORIGIN = origin
+    send(email_channel, ada)
+    message = received(mail_to)
+    assert message["List-Unsubscribe"].startswith(f"<{sent}/unsubscribe/")
+    assert f"{sent}/account/notifications/" in body_of(message)
+
+
 def test_a_mailer_that_is_not_smtp_gets_the_headers_too(db, ada, settings, email_channel):
     from django.core import mail
 
@@ -252,6 +272,20 @@ def test_an_rfc_8058_post_to_the_emails_link_turns_that_category_off(
     assert choices(ada) == [("account", "email", False)]
     assert preferences.of(ada).enabled("account", "email") is False
     assert preferences.of(ada).enabled("account", "telegram") is True  # that channel only
+
+
+def test_through_the_drain_the_emails_one_click_post_makes_the_next_one_skipped(db, ada, mail_to):
+    # What issue 23 is done by: queued, drained to the SMTP server, unsubscribed by the
+    # header's link, and the next one of that category written as skipped (opted out).
+    send_notification(user=ada, type="welcome", params={"name": "Ada"}, channels=["email"])
+    assert worker.drain_once().sent == 1
+    url = urlsplit(received(mail_to)["List-Unsubscribe"][1:-1])
+    assert url.scheme == "https"
+    assert one_click(Client(enforce_csrf_checks=True), url.path).status_code == 200
+    later = send_notification(user=ada, type="welcome", params={"name": "Ada"}, channels=["email"])
+    assert (later.queued, later.skipped) == ((), {"email": SkipReason.OPTED_OUT})
+    delivery = NotificationDelivery.objects.get(notification=later.notification)
+    assert (delivery.status, delivery.skip_reason) == (Status.SKIPPED, SkipReason.OPTED_OUT)
 
 
 # --- The page ---------------------------------------------------------------------------------
