@@ -159,38 +159,48 @@ def run(
 ) -> Outcome:
     """Run job now, unless a run of its slug is under way (then record a skipped run)."""
     limit = (time_limit or job.time_limit).total_seconds()
-    run_id = _start(job, trigger=trigger, slot_at=slot_at, limit=limit)
-    if isinstance(run_id, Outcome):
-        return run_id
-    began = time.monotonic()
-    deadline = began + limit
-    lease = Lease(run_id, deadline=deadline)
-    lease.start()
-    token = _deadline.set(deadline)
-    status, result, error = Status.SUCCEEDED, {}, ""
-    try:
+    # From the insert of the running row until the try below can write how the run ended, a
+    # stop (SIGTERM, Ctrl-C) waits: raised in between, it would leave the row running until
+    # its lease lapsed.
+    with _HeldStops() as stops:
+        run_id = _start(job, trigger=trigger, slot_at=slot_at, limit=limit)
+        if isinstance(run_id, Outcome):
+            return run_id
+        began = time.monotonic()
+        deadline = began + limit
+        lease = Lease(run_id, deadline=deadline)
+        lease.start()
+        token = _deadline.set(deadline)
+        status, result, error = Status.SUCCEEDED, {}, ""
         try:
-            with _alarm(limit):
-                result = _as_json(job.task.call(**(arguments or {})))
-        finally:
-            _deadline.reset(token)
-            lease.stop()
-    except TimeLimitExceeded:
-        status, error = Status.TIMED_OUT, f"Stopped at its time limit of {limit:g} s."
-        # Interrupted anywhere, a query included: start the next statement on a fresh link
-        # (inside a caller's transaction, the link is the caller's to roll back).
-        if not connection.in_atomic_block:
-            connection.close()
-    except Exception as exc:  # noqa: BLE001 - a job's failure is written down, not raised
-        status, error = Status.FAILED, describe(exc)
-        logger.exception("job %s failed", job.slug)
-    except BaseException as exc:
-        # Ctrl-C or SystemExit mid-run: write it down, then let it stop the process.
-        _finish(job, run_id, status=Status.FAILED, result={}, error=describe(exc), began=began)
-        raise
+            try:
+                stops.deliver()  # a stop that came while the run started is raised here
+                with _alarm(limit):
+                    result = _as_json(job.task.call(**(arguments or {})))
+            finally:
+                _deadline.reset(token)
+                lease.stop()
+        except TimeLimitExceeded:
+            status, error = Status.TIMED_OUT, f"Stopped at its time limit of {limit:g} s."
+            # Interrupted anywhere, a query included: start the next statement on a fresh link
+            # (inside a caller's transaction, the link is the caller's to roll back).
+            if not connection.in_atomic_block:
+                connection.close()
+        except Exception as exc:  # noqa: BLE001 - a job's failure is written down, not raised
+            status, error = Status.FAILED, describe(exc)
+            logger.exception("job %s failed", job.slug)
+        except BaseException as exc:
+            # Ctrl-C or SystemExit mid-run: write it down, then let it stop the process.
+            with _HeldStops():
+                _finish(
+                    job, run_id, status=Status.FAILED, result={}, error=describe(exc), began=began
+                )
+            raise
     if status == Status.SUCCEEDED and time.monotonic() > deadline:
         status, error = Status.TIMED_OUT, f"Ran past its time limit of {limit:g} s."
-    return _finish(job, run_id, status=status, result=result, error=error, began=began)
+    # A stop while the outcome is written comes once it is written.
+    with _HeldStops():
+        return _finish(job, run_id, status=status, result=result, error=error, began=began)
 
 
 def sweep(*, trigger: Trigger, budget: timedelta | None = None) -> list[Outcome]:
@@ -343,6 +353,40 @@ class Lease(threading.Thread):
     def stop(self) -> None:
         self._stopped.set()
         self.join()
+
+
+class _HeldStops:
+    """SIGTERM and SIGINT noted instead of handled, until deliver() (or the end of the
+    `with`) puts the previous handlers back and raises the signals that came meanwhile."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.came: list[int] = []
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> _HeldStops:
+        # Signals are the main thread's: elsewhere there is nothing to hold.
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self.previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def _note(self, signum, frame) -> None:
+        self.came.append(signum)
+
+    def deliver(self) -> None:
+        """Put the previous handlers back, then raise each signal that came, through them."""
+        previous, self.previous = self.previous, {}
+        for signum, handler in previous.items():
+            # None: a handler not set from Python, which Python cannot put back; the default.
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        came, self.came = list(dict.fromkeys(self.came)), []
+        for signum in came:
+            signal.raise_signal(signum)
+
+    def __exit__(self, *exc_info) -> None:
+        self.deliver()
 
 
 @contextmanager

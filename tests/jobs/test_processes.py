@@ -23,13 +23,21 @@ BASE_DIR = Path(settings.BASE_DIR)
 
 # A process that registers the tests' holding job and runs it once, printing its outcome.
 SCRIPT = """
-import json, django
+import json, os, signal, django
 django.setup()
 from jobs import registry, runner
 from jobs.models import Trigger
 from tests.jobs import sample
 from jobs.management.commands.run_job import exit_on_sigterm
 registry.add(sample.HOLD)
+if os.environ.get("JOB_SIGTERM_AT_START"):
+    # SIGTERM the moment the running row is in, before the run is under way.
+    start = runner._start
+    def _start(*args, **kwargs):
+        run_id = start(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return run_id
+    runner._start = _start
 with exit_on_sigterm():
     print(json.dumps(runner.run(sample.HOLD, trigger=Trigger.COMMAND).as_dict()))
 """
@@ -159,7 +167,17 @@ def test_the_runs_table_is_one_django_flushes_between_transactional_tests(transa
 def test_a_command_stopped_by_sigterm_writes_its_run_failed_on_the_way_out(spawn):
     process = spawn()
     assert poll(lambda: bool(runs(status=Status.RUNNING)))
+    # The row is in, and the run may not yet be under way: a stop then waits until it is.
     process.send_signal(signal.SIGTERM)
+    check_stopped_by_sigterm(process)
+
+
+def test_a_sigterm_just_after_the_running_row_is_written_still_writes_it_failed(spawn):
+    # The moment the test above can hit by chance, every time.
+    check_stopped_by_sigterm(spawn(JOB_SIGTERM_AT_START="1"))
+
+
+def check_stopped_by_sigterm(process: subprocess.Popen) -> None:
     _, err = process.communicate(timeout=60)
     assert process.returncode == 1
     assert "stopped by SIGTERM" in err
