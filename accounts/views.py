@@ -6,12 +6,19 @@ showing why (core.ratelimit.refuse)."""
 
 from __future__ import annotations
 
+import zoneinfo
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.urls import reverse_lazy
+from django.shortcuts import redirect, render
+from django.urls import reverse, reverse_lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_http_methods
 
+from accounts import preference_forms
 from accounts.forms import PasswordResetRequestForm, SignInForm, ThrottledPasswordChangeForm
 from core import ratelimit
 
@@ -83,7 +90,75 @@ password_change_done = _told(
 )
 
 
+# The preference centre's sections, each a form of its own and a partial of the page
+# (accounts/preferences.html), saved in place by htmx or by a whole-page POST without it.
+SECTIONS = {
+    "choices": preference_forms.ChannelChoicesForm,
+    "quiet": preference_forms.QuietHoursForm,
+    "addresses": preference_forms.ChannelAddressesForm,
+}
+SAVED = {
+    "choices": _("Your choices are saved."),
+    "quiet": _("Your time zone and quiet hours are saved."),
+    "addresses": _("Your addresses are saved."),
+}
+PREFERENCES_TEMPLATE = "accounts/preferences.html"
+
+
+def _time_zones() -> list[str]:
+    # Suggestions for the time zone field; the database's own list decides what is saved.
+    return sorted(name for name in zoneinfo.available_timezones() if "/" in name)
+
+
+def _preferences_context(request, forms: dict, **extra) -> dict:
+    return {
+        "title": _("Notification settings"),
+        "forms": forms,
+        "time_zones": _time_zones(),
+        **extra,
+    }
+
+
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request):
-    """The preference centre: which categories reach the user on which channel, and when."""
-    return render(request, "accounts/preferences.html", {"title": _("Notification settings")})
+    """The preference centre: which categories reach the user on which channel, their time
+    zone and quiet hours, and their channels' addresses. Each section posts on its own; htmx
+    swaps the section's partial in place, a plain POST is answered with a redirect (PRG)."""
+    # The user itself, not request.user's lazy stand-in, which preferences.choose locks by
+    # its model.
+    user = get_user_model()._default_manager.get(pk=request.user.pk)
+    forms = {name: form(user=user) for name, form in SECTIONS.items()}
+    if request.method != "POST":
+        return render(request, PREFERENCES_TEMPLATE, _preferences_context(request, forms))
+    section = request.POST.get("section")
+    if section not in SECTIONS:
+        # A form from another version of the page, or none: nothing is saved.
+        refused = gettext("This form is out of date; nothing was saved. Try again.")
+        context = _preferences_context(request, forms, refused=refused)
+        return render(request, PREFERENCES_TEMPLATE, context, status=400)
+    form = SECTIONS[section](request.POST, user=user)
+    saved = form.is_valid() and form.save()
+    secrets = getattr(form, "new_secrets", []) if saved else []
+    if saved and not request.htmx:
+        messages.success(request, SAVED[section])
+        for address, secret in secrets:
+            messages.warning(request, _new_secret(address, secret))
+        return redirect(reverse("accounts:preferences") + f"#{section}")
+    forms[section] = SECTIONS[section](user=user) if saved else form
+    context = _preferences_context(
+        request,
+        forms,
+        saved={section: SAVED[section]} if saved else {},
+        new_secrets={section: [_new_secret(a, s) for a, s in secrets]},
+    )
+    template = f"{PREFERENCES_TEMPLATE}#{section}" if request.htmx else PREFERENCES_TEMPLATE
+    # A refusal answers 200: htmx swaps only 2xx answers, and the form must show why.
+    return render(request, template, context)
+
+
+def _new_secret(address: str, secret: str) -> str:
+    return gettext(
+        "The signing secret of %(address)s, shown only now: %(secret)s. Your receiver checks "
+        "each request's signature with it."
+    ) % {"address": address, "secret": secret}

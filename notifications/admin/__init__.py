@@ -3,4 +3,4 @@ notification and delivery lists (deliveries.py), Needs attention with its Retry 
 and users' channel addresses with webhook secrets (addresses.py). Importing the package
 registers them all with the admin site."""
 
-from notifications.admin import addresses, deliveries, retry  # noqa: F401 - registers them
+from notifications.admin import addresses, deliveries, preferences, retry  # noqa: F401 - registers them

@@ -1,0 +1,292 @@
+"""The preference centre's forms, one per section of the page: what each category reaches on
+which channel, the time zone and quiet hours, and where the channels other than email reach
+the user. Each checks what the staff console checks, with the same code
+(notifications/admin/preferences.py, notifications/admin/addresses.py), and saves through
+notifications.preferences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from notifications import preferences
+from notifications.admin import preferences as rules
+from notifications.admin.addresses import ChannelAddressForm
+from notifications.models import ChannelAddress, Recipient
+
+
+@dataclass(frozen=True)
+class Cell:
+    channel: str
+    label: str
+    field: forms.BoundField
+    # The only channel a required category is on: turning it off is refused.
+    last_on: bool
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    label: str
+    description: str
+    required: bool
+    cells: list[Cell]
+
+
+class ChannelChoicesForm(forms.Form):
+    """A box per category and channel: checked, that category reaches the user there."""
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.stored = preferences.of(user)
+        self.grid = rules.add_choice_fields(self, chosen=self.stored)
+
+    def channels(self) -> list[tuple[str, str]]:
+        return [(name, rules.channel_label(name)) for name in preferences.choosable_channels()]
+
+    def rows(self) -> list[Row]:
+        channels = preferences.choosable_channels()
+        rows = []
+        for name, category in preferences.choosable_categories().items():
+            on = [ch for ch in channels if self.stored.enabled(name, ch)]
+            cells = [
+                Cell(
+                    channel=channel,
+                    label=rules.channel_label(channel),
+                    field=self[rules.choice_field_name(name, channel)],
+                    last_on=category.required and on == [channel],
+                )
+                for channel in channels
+            ]
+            rows.append(
+                Row(
+                    name=name,
+                    label=str(category.label),
+                    description=str(category.description),
+                    required=category.required,
+                    cells=cells,
+                )
+            )
+        return rows
+
+    def save(self) -> bool:
+        """Store the choices; False, with the refusal among the form's errors, when
+        preferences.choose refuses them (a required category left on no channel)."""
+        choices = {pair: bool(self.cleaned_data.get(name)) for name, pair in self.grid.items()}
+        try:
+            preferences.choose(self.user, choices=choices)
+        except ValidationError as exc:
+            self.add_error(None, exc)
+            return False
+        self.stored = preferences.of(self.user)
+        return True
+
+
+class QuietHoursForm(forms.Form):
+    """The user's time zone and daily quiet window (Recipient)."""
+
+    time_zone = forms.CharField(
+        label=gettext_lazy("Time zone"),
+        max_length=preferences.TIME_ZONE_MAX,
+        help_text=gettext_lazy("A name such as Europe/Berlin or America/New_York."),
+        widget=forms.TextInput(
+            attrs={"list": "time-zones", "autocomplete": "off", "spellcheck": "false"}
+        ),
+    )
+    quiet_start = forms.TimeField(
+        label=gettext_lazy("Quiet from"),
+        required=False,
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+    )
+    quiet_end = forms.TimeField(
+        label=gettext_lazy("Quiet until"),
+        required=False,
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+    )
+    quiet_email = forms.BooleanField(
+        label=gettext_lazy("Hold email during quiet hours too"), required=False
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        self.user = user
+        self.recipient = Recipient.objects.filter(user=user).first()
+        stored = self.recipient or Recipient()
+        initial = {
+            "time_zone": stored.time_zone,
+            "quiet_start": stored.quiet_start,
+            "quiet_end": stored.quiet_end,
+            "quiet_email": stored.quiet_email,
+        }
+        super().__init__(*args, initial=initial, **kwargs)
+        # Nothing chosen yet (no row, or the default zone): the page offers the browser's
+        # (accounts/static/accounts/time-zone.js); nothing is stored until the user saves.
+        if not self.is_bound and stored.time_zone == "UTC":
+            self.fields["time_zone"].widget.attrs["data-prefill-time-zone"] = ""
+
+    @staticmethod
+    def interrupting() -> list[str]:
+        """The channels quiet hours always hold, as the page names them."""
+        return [
+            rules.channel_label(name)
+            for name in preferences.choosable_channels()
+            if name in preferences.INTERRUPTING
+        ]
+
+    def clean_time_zone(self):
+        return rules.clean_time_zone(self.cleaned_data["time_zone"])
+
+    def clean(self):
+        data = super().clean()
+        rules.check_quiet_hours(self, start_field="quiet_start", end_field="quiet_end")
+        return data
+
+    def save(self) -> bool:
+        data = self.cleaned_data
+        fields = {
+            "time_zone": data["time_zone"],
+            "quiet_start": data["quiet_start"],
+            "quiet_end": data["quiet_end"],
+            "quiet_email": data["quiet_email"],
+        }
+        self.recipient, _made = Recipient.objects.update_or_create(
+            user=self.user,
+            defaults=fields,
+            # A new row's language is the page's, as the password reset gives it.
+            create_defaults={**fields, "language": translation.get_language() or "en"},
+        )
+        return True
+
+
+# The channels an address is typed for, with what the field asks.
+ADDRESS_LABELS = {
+    "telegram": (
+        gettext_lazy("Telegram chat id"),
+        gettext_lazy("A number, or @ and a name; your chat with the site’s bot has one."),
+    ),
+    "discord": (
+        gettext_lazy("Discord user id"),
+        gettext_lazy("A number of up to 20 digits (Discord’s “Copy User ID”)."),
+    ),
+    "webhook": (
+        gettext_lazy("Webhook URL"),
+        gettext_lazy(
+            "An http(s) address on the public internet. Every request is signed with a "
+            "secret shown once, when the address is first saved."
+        ),
+    ),
+}
+ADDRESS_MAX = ChannelAddress._meta.get_field("address").max_length
+
+
+def address_field_name(channel: str) -> str:
+    return f"address-{channel}"
+
+
+class ChannelAddressesForm(forms.Form):
+    """Where each channel other than email reaches the user: one address a channel. Emptied,
+    the address is removed; each one is checked by the staff console's own form."""
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.new_secrets: list[tuple[str, str]] = []
+        self.active: dict[str, ChannelAddress] = {}
+        self.switched_off: dict[str, ChannelAddress] = {}
+        rows = ChannelAddress.objects.filter(user=user).order_by("created_at", "pk")
+        for row in rows:
+            if row.is_active:
+                self.active[row.channel] = row
+            else:
+                self.switched_off[row.channel] = row
+        for channel in self.channels():
+            label, help_text = ADDRESS_LABELS.get(channel, (rules.channel_label(channel), ""))
+            active = self.active.get(channel)
+            self.fields[address_field_name(channel)] = forms.CharField(
+                label=label,
+                help_text=help_text,
+                required=False,
+                max_length=ADDRESS_MAX,
+                initial=active.address if active else "",
+                widget=forms.TextInput(
+                    attrs={"autocomplete": "off", "spellcheck": "false", "inputmode": "url"}
+                    if channel == "webhook"
+                    else {"autocomplete": "off", "spellcheck": "false"}
+                ),
+            )
+
+    @staticmethod
+    def channels() -> list[str]:
+        return [name for name in preferences.choosable_channels() if name != "email"]
+
+    def notes(self) -> dict[str, ChannelAddress]:
+        """The switched-off address of each channel that has no active one."""
+        return {ch: row for ch, row in self.switched_off.items() if ch not in self.active}
+
+    def clean(self):
+        data = super().clean()
+        self.checked: dict[str, ChannelAddressForm] = {}
+        for channel in self.channels():
+            name = address_field_name(channel)
+            if self.has_error(name):
+                continue
+            address = data.get(name, "")
+            active = self.active.get(channel)
+            if not address or (active and active.address == address):
+                continue
+            # A switched-off address typed again is switched back on (its webhook keeps its
+            # secret); a changed one is the active row's new address; else a new row.
+            again = self.switched_off.get(channel)
+            instance = active or (again if again and again.address == address else None)
+            checked = ChannelAddressForm(
+                data={
+                    "user": self.user.pk,
+                    "channel": channel,
+                    "address": address,
+                    "is_active": "on",
+                },
+                instance=instance,
+            )
+            if checked.is_valid():
+                self.checked[channel] = checked
+            else:
+                for errors in checked.errors.values():
+                    for error in errors:
+                        self.add_error(name, error)
+        return data
+
+    def save(self) -> bool:
+        try:
+            with transaction.atomic():
+                # One save of a user's addresses at a time: the check of one active address
+                # a channel and the write cannot interleave with another tab's.
+                type(self.user)._default_manager.select_for_update().filter(
+                    pk=self.user.pk
+                ).exists()
+                for channel in self.channels():
+                    active = self.active.get(channel)
+                    if active and not self.cleaned_data.get(address_field_name(channel)):
+                        active.delete()
+                        del self.active[channel]
+                for channel, checked in self.checked.items():
+                    row = checked.save(commit=False)
+                    row.deactivated_at, row.deactivated_reason = None, ""
+                    row.save()
+                    self.active[channel] = row
+                    self.switched_off.pop(channel, None)
+                    secret = rules.give_webhook_secret(row)
+                    if secret:
+                        self.new_secrets.append((row.address, secret))
+        except IntegrityError:
+            # Another save of this user's addresses won the race; nothing of this one stayed.
+            self.add_error(
+                None, _("Your addresses were changed meanwhile. Check them and save again.")
+            )
+            return False
+        return True

@@ -1,0 +1,503 @@
+"""The preference centre (/account/notifications/) and the staff console's recipients' settings:
+what is saved, what is refused and why, in the user's words, and that no POST, however
+hostile, gets a 500 or changes another user."""
+
+from __future__ import annotations
+
+import html
+from datetime import time
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from notifications import preferences
+from notifications.models import ChannelAddress, ChannelPreference, Recipient, WebhookSecret
+
+pytestmark = pytest.mark.django_db
+
+CENTRE = "/account/notifications/"
+ADMIN = "/admin/notifications/recipient/"
+
+
+@pytest.fixture
+def signed_in(client, ada):
+    client.force_login(ada)
+    return client
+
+
+def grid(*, off=(), on=()) -> dict[str, str]:
+    """The boxes as the page shows them by default (each category's default per channel),
+    with the (category, channel) pairs in off unticked and those in on ticked."""
+    ticked = {
+        (category, channel)
+        for category in preferences.choosable_categories()
+        for channel in preferences.choosable_channels()
+        if preferences.Preferences().enabled(category, channel)
+    }
+    return {f"on-{cat}-{ch}": "on" for cat, ch in (ticked - set(off)) | set(on)}
+
+
+def save(client, section: str, data: dict, *, prefix: str = "", htmx: bool = False):
+    headers = {"HX-Request": "true"} if htmx else {}
+    return client.post(prefix + CENTRE, {"section": section, **data}, headers=headers)
+
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
+
+# --- The page --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["", "/ru", "/de"])
+def test_the_page_asks_anyone_signed_out_to_sign_in_and_come_back(client, prefix):
+    response = client.get(prefix + CENTRE)
+    assert response.status_code == 302
+    assert response["Location"] == f"{prefix}/account/sign-in/?next={prefix}{CENTRE}"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "heading", "required"),
+    [
+        ("", "Notification settings", "Required: it stays on for at least one channel."),
+        (
+            "/ru",
+            "Настройки уведомлений",
+            "Обязательно: остаётся включённым хотя бы в одном канале.",
+        ),
+        ("/de", "Benachrichtigungen", "Pflicht: bleibt auf mindestens einem Kanal an."),
+    ],
+)
+def test_the_page_shows_every_category_on_every_channel_in_the_users_language(
+    signed_in, prefix, heading, required
+):
+    page = text(signed_in.get(prefix + CENTRE))
+    assert f"<h1>{heading}</h1>" in page
+    assert required in page
+    for category in preferences.choosable_categories():
+        for channel in preferences.choosable_channels():
+            assert f'name="on-{category}-{channel}"' in page
+    # The showcase's demo is nobody's choice.
+    assert 'name="on-demo-' not in page and "on-security-demo" not in page
+
+
+def test_the_header_links_a_signed_in_user_to_the_centre(signed_in):
+    page = signed_in.get("/").content.decode()
+    assert f'href="{CENTRE}" data-preferences-link' in page
+
+
+def test_defaults_show_ticked_where_the_category_is_on_by_default(signed_in):
+    page = signed_in.get(CENTRE).content.decode()
+    assert 'name="on-account-email" id="id_on-account-email" checked' in page
+    # Account news reaches a webhook only when asked for (the catalogue's default).
+    assert 'name="on-account-webhook" id="id_on-account-webhook">' in page
+
+
+def test_a_time_zone_is_offered_from_the_browser_only_when_none_is_saved(signed_in, ada):
+    assert "data-prefill-time-zone" in signed_in.get(CENTRE).content.decode()
+    Recipient.objects.create(user=ada, time_zone="Europe/Berlin")
+    page = signed_in.get(CENTRE).content.decode()
+    assert "data-prefill-time-zone" not in page
+    assert 'value="Europe/Berlin"' in page
+    # The script that fills it is a file of the site's, under the CSP (no inline script).
+    assert "accounts/time-zone" in page and "<script>" not in page
+
+
+# --- Choices ---------------------------------------------------------------------------------
+
+
+def test_turning_a_category_off_on_a_channel_is_stored_and_redirects_with_a_message(signed_in, ada):
+    response = save(signed_in, "choices", grid(off=[("account", "email")]))
+    assert response.status_code == 302
+    assert response["Location"] == CENTRE + "#choices"
+    assert preferences.of(ada).enabled("account", "email") is False
+    # Only the choice that differs from its default is a row.
+    assert list(ChannelPreference.objects.values_list("category", "channel", "enabled")) == [
+        ("account", "email", False)
+    ]
+    page = text(signed_in.get(CENTRE))
+    assert "Your choices are saved." in page
+    assert 'name="on-account-email" id="id_on-account-email">' in page
+
+
+def test_ticking_it_again_returns_to_the_default_and_keeps_no_row(signed_in, ada):
+    save(signed_in, "choices", grid(off=[("account", "email")]))
+    save(signed_in, "choices", grid(on=[("account", "webhook")]))
+    assert preferences.of(ada).enabled("account", "email") is True
+    # The webhook box ticked is a choice against account's default.
+    assert list(ChannelPreference.objects.values_list("category", "channel", "enabled")) == [
+        ("account", "webhook", True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "refusal"),
+    [
+        ("", "Security messages must stay on for at least one channel."),
+        ("/ru", "Сообщения категории «Безопасность» должны оставаться включёнными"),
+        ("/de", "Nachrichten der Kategorie „Sicherheit“ müssen auf mindestens einem Kanal"),
+    ],
+)
+def test_the_last_channel_of_a_required_category_cannot_be_turned_off(
+    signed_in, ada, prefix, refusal
+):
+    every = [("security", channel) for channel in preferences.choosable_channels()]
+    off = [*every, ("account", "email")]
+    response = save(signed_in, "choices", grid(off=off), prefix=prefix)
+    assert response.status_code == 200
+    assert refusal in text(response)
+    # Nothing of it stayed, the other category's change neither.
+    assert not ChannelPreference.objects.exists()
+    # The user's ticks are shown as they sent them, to correct.
+    assert 'name="on-account-email" id="id_on-account-email">' in response.content.decode()
+
+
+def test_a_required_category_may_leave_all_but_one_channel_and_that_one_is_marked(signed_in, ada):
+    others = [("security", ch) for ch in preferences.choosable_channels() if ch != "email"]
+    assert save(signed_in, "choices", grid(off=others)).status_code == 302
+    assert preferences.of(ada).enabled("security", "email")
+    page = signed_in.get(CENTRE).content.decode()
+    assert page.count("data-must-stay-on") == 1
+
+
+def test_unknown_categories_and_channels_in_a_post_are_ignored(signed_in, ada):
+    data = {**grid(), "on-nonsense-email": "on", "on-account-pigeon": "on", "on-demo-email": ""}
+    assert save(signed_in, "choices", data).status_code == 302
+    assert set(ChannelPreference.objects.values_list("category", flat=True)) <= {"account"}
+
+
+# --- Time zone and quiet hours ---------------------------------------------------------------
+
+
+def quiet(**fields) -> dict:
+    return {"time_zone": "Europe/Berlin", "quiet_start": "", "quiet_end": "", **fields}
+
+
+def test_a_time_zone_and_quiet_hours_are_stored_with_the_pages_language(signed_in, ada):
+    data = quiet(quiet_start="22:00", quiet_end="07:00", quiet_email="on")
+    response = save(signed_in, "quiet", data, prefix="/de")
+    assert response["Location"] == "/de" + CENTRE + "#quiet"
+    recipient = Recipient.objects.get(user=ada)
+    assert (recipient.time_zone, recipient.quiet_start, recipient.quiet_end) == (
+        "Europe/Berlin",
+        time(22),
+        time(7),
+    )
+    assert recipient.quiet_email is True
+    assert recipient.language == "de"
+    assert "Ihre Zeitzone und Ruhezeiten sind gespeichert." in text(signed_in.get("/de" + CENTRE))
+
+
+def test_an_existing_recipients_language_is_kept(signed_in, ada):
+    Recipient.objects.create(user=ada, language="ru")
+    save(signed_in, "quiet", quiet(), prefix="/de")
+    assert Recipient.objects.get(user=ada).language == "ru"
+
+
+def test_quiet_hours_are_emptied_by_leaving_both_blank(signed_in, ada):
+    Recipient.objects.create(user=ada, quiet_start=time(22), quiet_end=time(7))
+    assert save(signed_in, "quiet", quiet()).status_code == 302
+    assert Recipient.objects.get(user=ada).quiet_start is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"time_zone": "Mars/Olympus"}, "Mars/Olympus is not a time zone"),
+        ({"time_zone": ""}, "This field is required."),
+        ({"time_zone": "x" * 65}, "at most 64 characters"),
+        ({"time_zone": "Europe/Berlin\x00"}, "Null characters are not allowed."),
+        ({"time_zone": "../../etc/passwd"}, "is not a time zone"),
+        ({"quiet_start": "22:00"}, "Quiet hours need both a start and an end, or neither."),
+        ({"quiet_end": "07:00"}, "Quiet hours need both a start and an end, or neither."),
+        (
+            {"quiet_start": "07:00", "quiet_end": "07:00"},
+            "Quiet hours must end at another time than they start.",
+        ),
+        ({"quiet_start": "25:00", "quiet_end": "07:00"}, "Enter a valid time."),
+        ({"quiet_start": "9" * 100_000, "quiet_end": "07:00"}, "Enter a valid time."),
+    ],
+)
+def test_a_bad_time_zone_or_window_is_refused_and_the_users_values_kept(
+    signed_in, ada, fields, error
+):
+    data = quiet(**fields)
+    response = save(signed_in, "quiet", data)
+    assert response.status_code == 200
+    assert error in text(response)
+    assert not Recipient.objects.filter(user=ada).exists()
+    if fields.get("time_zone") == "Mars/Olympus":
+        assert 'value="Mars/Olympus"' in response.content.decode()
+
+
+def test_a_refusal_in_german_is_german(signed_in):
+    response = save(signed_in, "quiet", quiet(quiet_start="22:00"), prefix="/de")
+    assert "Ruhezeiten brauchen einen Anfang und ein Ende, oder keines." in text(response)
+
+
+# --- Addresses -------------------------------------------------------------------------------
+
+
+def test_addresses_are_added_changed_and_removed(signed_in, ada):
+    response = save(signed_in, "addresses", {"address-telegram": "1001", "address-discord": ""})
+    assert response.status_code == 302
+    [row] = ChannelAddress.objects.filter(user=ada)
+    assert (row.channel, row.address, row.is_active) == ("telegram", "1001", True)
+    save(signed_in, "addresses", {"address-telegram": " @v10r_reader ", "address-discord": "42"})
+    assert dict(ChannelAddress.objects.values_list("channel", "address")) == {
+        "telegram": "@v10r_reader",
+        "discord": "42",
+    }
+    assert ChannelAddress.objects.get(channel="telegram").pk == row.pk
+    save(signed_in, "addresses", {"address-telegram": "", "address-discord": "42"})
+    assert list(ChannelAddress.objects.values_list("channel", flat=True)) == ["discord"]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "field", "address", "error"),
+    [
+        ("", "address-telegram", "not a chat", "A Telegram chat id is a number"),
+        ("", "address-discord", "12ab", "A Discord user id is a number"),
+        ("", "address-webhook", "ftp://hooks.example/", "Only http and https URLs"),
+        ("", "address-webhook", "https://user:pw@hooks.example/", "user name or password"),
+        ("", "address-webhook", "http://169.254.169.254/latest/", "169.254.169.254"),
+        ("/ru", "address-webhook", "http://10.0.0.5/", "Отправлять на 10.0.0.5 нельзя"),
+        ("/de", "address-webhook", "http://10.0.0.5/", "10.0.0.5 darf nicht erreicht werden"),
+        ("", "address-webhook", "https://no-such-host.invalid/", "does not resolve"),
+        ("", "address-webhook", "https://hooks.example/" + "a" * 500, "at most 500 characters"),
+        ("", "address-telegram", "10\x0001", "Null characters are not allowed."),
+    ],
+)
+def test_a_bad_address_is_refused_as_the_staff_console_refuses_it(
+    signed_in, ada, prefix, field, address, error
+):
+    response = save(signed_in, "addresses", {field: address}, prefix=prefix)
+    assert response.status_code == 200
+    assert error in text(response)
+    assert not ChannelAddress.objects.exists()
+    if "\x00" not in address and len(address) < 500:
+        assert f'value="{html.escape(address)}"' in response.content.decode()
+
+
+def test_a_webhook_address_gets_a_signing_secret_shown_once(signed_in, ada, settings):
+    settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK = True
+    response = save(signed_in, "addresses", {"address-webhook": "http://127.0.0.1:9/hook"})
+    assert response.status_code == 302
+    secret = WebhookSecret.objects.get(address__user=ada).secret
+    first = text(signed_in.get(CENTRE))
+    assert secret in first
+    assert secret not in text(signed_in.get(CENTRE))
+    # Saved again, unchanged or changed, it keeps its secret.
+    save(signed_in, "addresses", {"address-webhook": "http://127.0.0.1:9/other"})
+    assert WebhookSecret.objects.get(address__user=ada).secret == secret
+
+
+def test_a_switched_off_address_is_explained_and_switched_on_by_typing_it_again(signed_in, ada):
+    row = ChannelAddress.objects.create(user=ada, channel="telegram", address="1001")
+    ChannelAddress.objects.filter(pk=row.pk).update(
+        is_active=False, deactivated_reason="BOT_BLOCKED"
+    )
+    page = text(signed_in.get(CENTRE))
+    assert "1001 was switched off" in page and "BOT_BLOCKED" in page
+    assert save(signed_in, "addresses", {"address-telegram": "1001"}).status_code == 302
+    row.refresh_from_db()
+    assert row.is_active and row.deactivated_reason == ""
+    assert ChannelAddress.objects.count() == 1
+
+
+def test_another_users_addresses_are_neither_shown_nor_touched(signed_in, django_user_model):
+    other = django_user_model.objects.create_user("bob")
+    theirs = ChannelAddress.objects.create(user=other, channel="telegram", address="7777")
+    assert "7777" not in signed_in.get(CENTRE).content.decode()
+    save(signed_in, "addresses", {"address-telegram": "1001", "user": other.pk})
+    theirs.refresh_from_db()
+    assert theirs.address == "7777" and theirs.user == other
+    assert ChannelAddress.objects.get(address="1001").user.username == "ada"
+
+
+# --- htmx ------------------------------------------------------------------------------------
+
+
+def test_with_htmx_a_section_is_saved_and_answered_with_its_partial(signed_in, ada):
+    response = save(signed_in, "choices", grid(off=[("account", "email")]), htmx=True)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="choices"')
+    assert "<html" not in body and 'id="quiet"' not in body
+    assert "Your choices are saved." in body
+    assert preferences.of(ada).enabled("account", "email") is False
+
+
+def test_with_htmx_a_refusal_answers_200_so_the_section_shows_it(signed_in):
+    response = save(signed_in, "quiet", quiet(time_zone="Nowhere"), htmx=True)
+    assert response.status_code == 200
+    assert text(response).lstrip().startswith('<section id="quiet"')
+    assert "Nowhere is not a time zone" in text(response)
+
+
+# --- Hostile posts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"section": ""},
+        {"section": "nonsense"},
+        {"section": "choices\x00"},
+        {"section": "x" * 10_000},
+    ],
+)
+def test_a_post_without_a_known_section_is_a_400_that_saves_nothing(signed_in, data):
+    response = signed_in.post(CENTRE, data)
+    assert response.status_code == 400
+    assert "This form is out of date; nothing was saved." in text(response)
+    assert not Recipient.objects.exists() and not ChannelPreference.objects.exists()
+
+
+@pytest.mark.parametrize("section", ["choices", "quiet", "addresses"])
+@pytest.mark.parametrize(
+    "junk",
+    [
+        {},
+        {"time_zone": ["UTC", "Europe/Berlin"], "quiet_start": ["1", "2"]},
+        {"quiet_email": "\x00", "address-telegram": "\x00" * 1000},
+        {"on-security-email": "x" * 100_000, "address-discord": "9" * 600},
+        {"address-webhook": "http://[::1", "time_zone": "Europe/\u202eBerlin"},
+        {"address-webhook": "http://" + "a." * 200 + "example/"},
+    ],
+)
+def test_no_post_gets_a_500(signed_in, section, junk):
+    assert signed_in.post(CENTRE, {"section": section, **junk}).status_code < 500
+    assert (
+        signed_in.post(CENTRE, {"section": section, **junk}, headers={"HX-Request": "true"})
+    ).status_code < 500
+
+
+@pytest.mark.parametrize("section", ["choices", "quiet", "addresses"])
+def test_a_body_that_is_not_utf8_gets_no_500(signed_in, section):
+    body = f"section={section}&time_zone=%ff%fe&address-telegram=%c0%80&on-security-email=%ff"
+    response = signed_in.generic(
+        "POST", CENTRE, body, content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code < 500
+
+
+def test_a_post_without_the_csrf_token_is_refused(ada):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(ada)
+    assert client.post(CENTRE, {"section": "quiet", **quiet()}).status_code == 403
+    assert not Recipient.objects.exists()
+
+
+def test_a_signed_out_post_changes_nothing(client):
+    response = client.post(CENTRE, {"section": "quiet", **quiet()})
+    assert response.status_code == 302
+    assert not Recipient.objects.exists()
+
+
+# --- The staff console -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def editor(django_user_model):
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("boss", "b@example.com", "pw"))
+    return client
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    person = django_user_model.objects.create_user("viewer", is_staff=True)
+    person.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client = Client()
+    client.force_login(person)
+    return client
+
+
+def admin_form(recipient: Recipient, *, off=(), **fields) -> dict:
+    return {
+        "language": recipient.language,
+        "time_zone": recipient.time_zone,
+        "quiet_start": "",
+        "quiet_end": "",
+        **grid(off=off),
+        **fields,
+    }
+
+
+def test_staff_edit_a_users_settings_and_choices(editor, ada):
+    recipient = Recipient.objects.create(user=ada)
+    data = admin_form(
+        recipient,
+        off=[("account", "email")],
+        time_zone="Asia/Tokyo",
+        quiet_start="23:00",
+        quiet_end="06:30",
+    )
+    response = editor.post(f"{ADMIN}{ada.pk}/change/", data)
+    assert response.status_code == 302, text(response)
+    recipient.refresh_from_db()
+    assert (recipient.time_zone, recipient.quiet_start) == ("Asia/Tokyo", time(23))
+    assert preferences.of(ada).enabled("account", "email") is False
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"time_zone": "Mars/Olympus"}, "Mars/Olympus is not a time zone"),
+        ({"quiet_start": "22:00"}, "Quiet hours need both a start and an end, or neither."),
+        ({"quiet_start": "07:00", "quiet_end": "07:00"}, "must end at another time"),
+    ],
+)
+def test_the_staff_console_refuses_what_the_centre_refuses(editor, ada, fields, error):
+    recipient = Recipient.objects.create(user=ada)
+    response = editor.post(f"{ADMIN}{ada.pk}/change/", admin_form(recipient, **fields))
+    assert response.status_code == 200
+    assert error in text(response)
+    recipient.refresh_from_db()
+    assert recipient.time_zone == "UTC" and recipient.quiet_start is None
+
+
+def test_the_staff_console_keeps_a_required_category_on_and_saves_nothing(editor, ada):
+    recipient = Recipient.objects.create(user=ada)
+    every = [("security", channel) for channel in preferences.choosable_channels()]
+    data = admin_form(recipient, off=every, time_zone="Asia/Tokyo")
+    response = editor.post(f"{ADMIN}{ada.pk}/change/", data)
+    assert response.status_code == 200
+    assert "Security messages must stay on for at least one channel." in text(response)
+    assert not ChannelPreference.objects.exists()
+    recipient.refresh_from_db()
+    assert recipient.time_zone == "UTC"
+
+
+def test_staff_add_settings_for_a_user_who_has_none(editor, ada):
+    response = editor.post(
+        f"{ADMIN}add/", {"user": ada.pk, "language": "ru", "time_zone": "Europe/Moscow", **grid()}
+    )
+    assert response.status_code == 302, text(response)
+    assert Recipient.objects.get(user=ada).time_zone == "Europe/Moscow"
+
+
+def test_view_only_staff_see_the_settings_and_cannot_change_them(viewer, ada):
+    recipient = Recipient.objects.create(user=ada, time_zone="Europe/Berlin")
+    ChannelPreference.objects.create(user=ada, category="account", channel="email", enabled=False)
+    page = viewer.get(f"{ADMIN}{ada.pk}/change/")
+    assert page.status_code == 200
+    body = text(page)
+    assert "Europe/Berlin" in body
+    assert "Email off" in body and 'name="on-account-email"' not in body
+    response = viewer.post(f"{ADMIN}{ada.pk}/change/", admin_form(recipient, time_zone="UTC"))
+    assert response.status_code == 403
+    recipient.refresh_from_db()
+    assert recipient.time_zone == "Europe/Berlin"
+    assert viewer.post(f"{ADMIN}add/", {"user": ada.pk}).status_code == 403
+
+
+def test_the_staff_list_shows_each_users_zone_and_quiet_hours(editor, ada):
+    Recipient.objects.create(
+        user=ada, time_zone="Europe/Berlin", quiet_start=time(22), quiet_end=time(7)
+    )
+    body = text(editor.get(ADMIN))
+    assert "Europe/Berlin" in body and "22:00–07:00" in body
