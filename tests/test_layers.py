@@ -39,8 +39,10 @@ OUTBOX_PUBLIC = {
     "notifications.heartbeat",
     "notifications.models",
     "notifications.outbox",
+    "notifications.preferences",
     "notifications.signals",
     "notifications.stats",
+    "notifications.unsubscribe",
 }
 
 # The jobs' public face, which the jobs page uses; the site's jobs, the cron endpoints, the

@@ -71,6 +71,9 @@ class Command(BaseCommand):
         call_command("seed_demo")
 
         env = os.environ.copy()
+        if not settings.SITE_ORIGIN:
+            # The emails' links (a password reset, an unsubscribe link) point at this server.
+            env["SITE_ORIGIN"] = f"http://{HOST}:{port}"
         # This command ran the checks before it started: the children need not print every
         # warning again.
         commands = {
@@ -96,7 +99,16 @@ class Command(BaseCommand):
             # Nobody configured a mail server: catch mail locally and print it, so the
             # queue's email deliveries really happen.
             env |= {"EMAIL_HOST": HOST, "EMAIL_PORT": str(smtp_port)}
-            commands["smtp"] = [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"{HOST}:{smtp_port}"]
+            commands["smtp"] = [
+                sys.executable,
+                "-m",
+                "aiosmtpd",
+                "-n",
+                "-c",
+                "v10r.devmail.PrintReadable",
+                "-l",
+                f"{HOST}:{smtp_port}",
+            ]
             self.stdout.write(f"Email goes to a local sink on port {smtp_port}, printed here.")
 
         children = {
