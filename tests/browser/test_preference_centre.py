@@ -1,0 +1,213 @@
+"""The preference centre in Chromium, in each language: reached signed out, it asks for a
+sign-in and comes back; a section saves in place with htmx, or with a plain POST when the
+browser runs no JavaScript; the time zone comes from the browser; nothing scrolls sideways
+at 390 or 1440 px; all under the site's CSP, with no violation."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from notifications import preferences
+from notifications.models import Recipient
+from tests.browser.conftest import RECORD_CSP_VIOLATIONS, csp_violations
+
+pytestmark = pytest.mark.browser
+
+PASSWORD = "a-long-password-1"
+CENTRE = "/account/notifications/"
+SHOTS = os.environ.get("CENTRE_SHOTS")
+
+WORDS = {
+    "": {
+        "sign_in": "Sign in",
+        "title": "Notification settings",
+        "saved": "Your choices are saved.",
+        "quiet_saved": "Your time zone and quiet hours are saved.",
+        "refused": "Security messages must stay on for at least one channel.",
+        "no_zone": "Mars/Olympus is not a time zone",
+    },
+    "/ru": {
+        "sign_in": "Войти",
+        "title": "Настройки уведомлений",
+        "saved": "Ваш выбор сохранён.",
+        "quiet_saved": "Часовой пояс и тихие часы сохранены.",
+        "refused": "Сообщения категории «Безопасность» должны оставаться включёнными",
+        "no_zone": "Mars/Olympus — не часовой пояс",
+    },
+    "/de": {
+        "sign_in": "Anmelden",
+        "title": "Benachrichtigungen",
+        "saved": "Ihre Auswahl ist gespeichert.",
+        "quiet_saved": "Ihre Zeitzone und Ruhezeiten sind gespeichert.",
+        "refused": "Nachrichten der Kategorie „Sicherheit“ müssen auf mindestens einem Kanal",
+        "no_zone": "Mars/Olympus ist keine Zeitzone",
+    },
+}
+
+
+@pytest.fixture(params=sorted(WORDS))
+def prefix(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def words(prefix) -> dict[str, str]:
+    return WORDS[prefix]
+
+
+@pytest.fixture
+def ada(django_user_model):
+    return django_user_model.objects.create_user(
+        "ada", email="ada@example.com", password=PASSWORD, first_name="Ada"
+    )
+
+
+def tab(chromium, **options):
+    """A tab in a context of its own (a time zone, a width, JavaScript off), recording CSP
+    violations as the harness's page does."""
+    context = chromium.new_context(**options)
+    context.add_init_script(RECORD_CSP_VIOLATIONS)
+    return context, context.new_page()
+
+
+def sign_in_through_the_centre(page, site, *, prefix: str, words: dict) -> None:
+    page.goto(f"{site.url}{prefix}{CENTRE}")
+    page.wait_for_url(re.compile(re.escape(f"{site.url}{prefix}/account/sign-in/?next=")))
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", PASSWORD)
+    page.click(f"form[data-sign-in] button:text-is('{words['sign_in']}')")
+    page.wait_for_url(f"{site.url}{prefix}{CENTRE}")
+    assert page.text_content("h1") == words["title"]
+
+
+def no_sideways_scroll(page) -> bool:
+    return page.evaluate(
+        "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+    )
+
+
+def test_sign_in_and_turn_a_category_off_in_place(site, chromium, ada, prefix, words):
+    context, page = tab(chromium, timezone_id="Europe/Berlin")
+    try:
+        sign_in_through_the_centre(page, site, prefix=prefix, words=words)
+        # A mark on the window: a whole-page load would wipe it, an htmx swap keeps it.
+        page.evaluate("window.__stayed = true")
+        page.uncheck("#id_on-account-email")
+        with page.expect_response(lambda r: r.request.method == "POST") as answer:
+            page.click("#choices button[type=submit]")
+        assert answer.value.request.headers.get("hx-request") == "true"
+        page.wait_for_selector(f"#choices .section-saved:text-is('{words['saved']}')")
+        assert page.evaluate("window.__stayed") is True
+        assert not page.is_checked("#id_on-account-email")
+        assert preferences.of(ada).enabled("account", "email") is False
+
+        # The last channel of a required category is refused, in place and in words.
+        for channel in preferences.choosable_channels():
+            page.uncheck(f"#id_on-security-{channel}")
+        page.click("#choices button[type=submit]")
+        page.wait_for_selector("#choices .errorlist")
+        assert words["refused"] in page.text_content("#choices .errorlist")
+        assert preferences.of(ada).enabled("security", "email") is True
+        assert page.evaluate("window.__stayed") is True
+        assert csp_violations(page) == []
+    finally:
+        context.close()
+
+
+def test_the_time_zone_comes_from_the_browser_and_is_saved(site, chromium, ada, prefix, words):
+    context, page = tab(chromium, timezone_id="Asia/Tokyo")
+    try:
+        sign_in_through_the_centre(page, site, prefix=prefix, words=words)
+        assert page.input_value("#id_time_zone") == "Asia/Tokyo"
+        assert page.is_visible("[data-time-zone-note]")
+        assert not Recipient.objects.filter(user=ada).exists()  # offered, not yet saved
+        page.fill("#id_quiet_start", "22:00")
+        page.fill("#id_quiet_end", "07:00")
+        page.click("#quiet button[type=submit]")
+        page.wait_for_selector(f"#quiet .section-saved:text-is('{words['quiet_saved']}')")
+        recipient = Recipient.objects.get(user=ada)
+        assert recipient.time_zone == "Asia/Tokyo"
+        assert (recipient.quiet_start.hour, recipient.quiet_end.hour) == (22, 7)
+
+        # A zone the database does not know is refused, the typed value kept.
+        page.fill("#id_time_zone", "Mars/Olympus")
+        page.click("#quiet button[type=submit]")
+        page.wait_for_selector("#quiet .errorlist")
+        assert words["no_zone"] in page.text_content("#quiet .errorlist")
+        assert page.input_value("#id_time_zone") == "Mars/Olympus"
+        assert Recipient.objects.get(user=ada).time_zone == "Asia/Tokyo"
+
+        # Saved once, the browser's zone is no longer offered over it.
+        page.reload()
+        assert page.input_value("#id_time_zone") == "Asia/Tokyo"
+        assert page.is_hidden("[data-time-zone-note]")
+        assert csp_violations(page) == []
+    finally:
+        context.close()
+
+
+def test_without_javascript_a_section_posts_the_page_and_comes_back(site, chromium, ada):
+    context, page = tab(chromium, java_script_enabled=False, timezone_id="Asia/Tokyo")
+    try:
+        sign_in_through_the_centre(page, site, prefix="/de", words=WORDS["/de"])
+        # No script ran: the field keeps the stored default.
+        assert page.input_value("#id_time_zone") == "UTC"
+        page.fill("#id_time_zone", "Europe/Berlin")
+        page.fill("#id_quiet_start", "21:30")
+        page.fill("#id_quiet_end", "06:00")
+        page.check("#id_quiet_email")
+        page.click("#quiet button[type=submit]")
+        page.wait_for_url(f"{site.url}/de{CENTRE}#quiet")
+        assert WORDS["/de"]["quiet_saved"] in page.text_content(".messages")
+        recipient = Recipient.objects.get(user=ada)
+        assert (recipient.time_zone, recipient.quiet_email) == ("Europe/Berlin", True)
+        assert page.input_value("#id_quiet_start") == "21:30"
+
+        # A refusal answers with the whole page, the user's values in it.
+        page.fill("#id_address-telegram", "not a chat")
+        page.click("#addresses button[type=submit]")
+        page.wait_for_selector("#addresses .errorlist")
+        assert "Telegram" in page.text_content("#addresses .errorlist")
+        assert page.input_value("#id_address-telegram") == "not a chat"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [390, 1440])
+def test_nothing_scrolls_sideways(site, chromium, ada, prefix, words, width):
+    context, page = tab(chromium, viewport={"width": width, "height": 900})
+    try:
+        sign_in_through_the_centre(page, site, prefix=prefix, words=words)
+        assert no_sideways_scroll(page)
+        grid_display = page.evaluate(
+            "getComputedStyle(document.querySelector('.preference-grid tr')).display"
+        )
+        # A table on a wide screen; a card a category on a phone, each box named.
+        assert grid_display == ("block" if width == 390 else "table-row")
+        named = page.evaluate(
+            "document.querySelector('.preference-grid .toggle-channel')"
+            ".getBoundingClientRect().width > 1"
+        )
+        assert named is (width == 390)
+
+        # Errors and a long address must not widen it either.
+        page.fill("#id_address-webhook", "https://" + "long-name-" * 40 + ".example/hook")
+        page.fill("#id_address-discord", "9" * 30)
+        page.click("#addresses button[type=submit]")
+        page.wait_for_selector("#addresses .errorlist")
+        assert no_sideways_scroll(page)
+        for channel in preferences.choosable_channels():
+            page.uncheck(f"#id_on-security-{channel}")
+        page.click("#choices button[type=submit]")
+        page.wait_for_selector("#choices .errorlist")
+        assert no_sideways_scroll(page)
+        assert csp_violations(page) == []
+        if SHOTS:  # for a person to look at (after the CSP check: Playwright's own styles)
+            page.screenshot(
+                path=f"{SHOTS}/centre{prefix.replace('/', '-')}-{width}.png", full_page=True
+            )
+    finally:
+        context.close()
