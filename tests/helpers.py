@@ -55,7 +55,12 @@ def make_deliveries(user, count: int, *, channel: str = "recording") -> list[int
     """Insert count due deliveries (one notification each) in two statements; return ids."""
     notifications = Notification.objects.bulk_create(
         [
-            Notification(user=user, type="queue.demo", message_params={"label": f"n{i}"})
+            Notification(
+                user=user,
+                type="queue.demo",
+                message_key="queue.demo",
+                message_params={"label": f"n{i}"},
+            )
             for i in range(count)
         ]
     )
