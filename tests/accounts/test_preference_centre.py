@@ -12,7 +12,15 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from notifications import preferences
-from notifications.models import ChannelAddress, ChannelPreference, Recipient, WebhookSecret
+from notifications.enqueue import send_notification
+from notifications.models import (
+    ChannelAddress,
+    ChannelPreference,
+    NotificationDelivery,
+    Recipient,
+    Status,
+    WebhookSecret,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -501,3 +509,16 @@ def test_the_staff_list_shows_each_users_zone_and_quiet_hours(editor, ada):
     )
     body = text(editor.get(ADMIN))
     assert "Europe/Berlin" in body and "22:00–07:00" in body
+
+
+# --- What the choices do ---------------------------------------------------------------------
+
+
+def test_an_email_turned_off_on_the_centre_skips_the_next_one_as_opted_out(signed_in, ada):
+    save(signed_in, "choices", grid(off=[("account", "email")]))
+    save(signed_in, "addresses", {"address-telegram": "1001"})
+    sent = send_notification(user=ada, type="welcome", params={"name": "Ada"})
+    assert sent.skipped == {"email": "opted_out"}
+    assert sent.queued == ("telegram",)
+    email = NotificationDelivery.objects.get(notification=sent.notification, channel="email")
+    assert (email.status, email.skip_reason) == (Status.SKIPPED, "opted_out")
