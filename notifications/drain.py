@@ -18,9 +18,12 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
+from functools import partial
+from typing import NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -173,7 +176,7 @@ def drain(
     )
     for finished in sends:
         if finished is not None:
-            writer.add([finished])
+            writer.add_one(finished)
         if writer.due():
             writer.flush()
     writer.flush()
@@ -198,9 +201,12 @@ class _Writer:
 
     def add(self, items: list[Finished]) -> None:
         for item in items:
-            self.buffer.append(item.outcome)
-            if item.deactivate_address:
-                self.blocked.append((item.delivery, item.outcome))
+            self.add_one(item)
+
+    def add_one(self, item: Finished) -> None:
+        self.buffer.append(item.outcome)
+        if item.deactivate_address:
+            self.blocked.append((item.delivery, item.outcome))
 
     def due(self) -> bool:
         return time.monotonic() - self.last_flush >= FLUSH_EVERY
@@ -246,7 +252,7 @@ def _one_by_one(report: Report, batch: list[Outcome]) -> tuple[set[int], list[Ou
     landed, and the outcomes left unwritten because the database went away meanwhile."""
     landed: set[int] = set()
     for index, outcome in enumerate(batch):
-        for attempt in (outcome, replace(outcome, provider_message_id="", error_message="")):
+        for attempt in (outcome, outcome._replace(provider_message_id="", error_message="")):
             try:
                 # Its own transaction (a savepoint inside a caller's): a refused write leaves
                 # nothing aborted for the next one.
@@ -274,16 +280,18 @@ def _timed_write(report: Report, outcomes) -> set[int]:
 
 
 def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
-    for outcome in outcomes:
-        if outcome.delivery_id not in landed:
-            report.fenced_off += 1
-            continue
-        name = str(OUTCOMES[outcome.status])
-        if outcome.throttled and outcome.status != Status.DEAD:
+    # Counted by kind first: a flush's outcomes are mostly of one status on one channel.
+    kinds: Counter[tuple[str, bool, str]] = Counter(
+        (o.status, o.throttled, o.channel) for o in outcomes if o.delivery_id in landed
+    )
+    report.fenced_off += len(outcomes) - kinds.total()
+    for (status, throttled, channel), count in kinds.items():
+        name = str(OUTCOMES[status])
+        if throttled and status != Status.DEAD:
             name = "throttled"
-        setattr(report, name, getattr(report, name) + 1)
-        counts = report.by_channel.setdefault(outcome.channel, {})
-        counts[name] = counts.get(name, 0) + 1
+        setattr(report, name, getattr(report, name) + count)
+        counts = report.by_channel.setdefault(channel, {})
+        counts[name] = counts.get(name, 0) + count
 
 
 def _deactivate(blocked: list[tuple[ClaimedDelivery, Outcome]]) -> None:
@@ -326,24 +334,26 @@ def _prepare(
             fail(delivery, "UNKNOWN_CHANNEL", f"No channel is configured as {delivery.channel!r}.")
             continue
         secrets: tuple[str, ...] = ()
-        if channel.address_source == AddressSource.EMAIL:
+        source = channel.address_source
+        if source == AddressSource.EMAIL:
             address = emails.get(delivery.user_id, "")
-        elif channel.address_source == AddressSource.CHANNEL_ADDRESS:
+        elif source == AddressSource.CHANNEL_ADDRESS:
             address, secrets = addresses.get((delivery.user_id, delivery.channel), ("", ()))
         else:
             address = ""
-        if channel.address_source != AddressSource.NONE and not address:
+        if source != AddressSource.NONE and not address:
             fail(delivery, "NO_RECIPIENT", f"The user has no active {delivery.channel} address.")
             continue
         subject = body = ""
         language = languages.get(delivery.user_id, default_language)
+        key = delivery.message_key
         if channel.renders:
             try:
                 rendered = catalogue.render(
-                    key=delivery.message_key, params=delivery.message_params, language=language
+                    key=key, params=delivery.message_params, language=language
                 )
             except catalogue.RENDER_ERRORS as exc:
-                fail(delivery, "BAD_MESSAGE", f"Cannot render {delivery.message_key!r}: {exc!r}")
+                fail(delivery, "BAD_MESSAGE", f"Cannot render {key!r}: {exc!r}")
                 continue
             subject, body = rendered.subject, rendered.body
         outgoing = Outgoing(
@@ -356,7 +366,7 @@ def _prepare(
             language=language,
             params=delivery.message_params,
             type=delivery.type,
-            message_key=delivery.message_key,
+            message_key=key,
             user_id=delivery.user_id,
             secrets=secrets,
         )
@@ -399,10 +409,9 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
     return emails, addresses, languages
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(NamedTuple):
     """One send done: the outcome to write, and whether to stop sending to the address (a
-    blocked bot, a webhook endpoint gone for good)."""
+    blocked bot, a webhook endpoint gone for good). A named tuple: one is made per send."""
 
     delivery: ClaimedDelivery
     outcome: Outcome
@@ -445,27 +454,34 @@ def _send_all(
     holds: queue.SimpleQueue = queue.SimpleQueue()  # (key, seconds) from the senders' 429s
     paused: dict[str, float] = {}  # key -> time.monotonic() before which none is started
 
+    def throttled(key: str, exc: ChannelError) -> None:
+        seconds = exc.retry_after.total_seconds() if exc.retry_after else 1.0
+        paused[key] = max(paused.get(key, 0.0), time.monotonic() + seconds)
+        holds.put((key, seconds))
+
     def send(delivery, channel, outgoing, start: float | None = None, key: str | None = None):
-        wait = 0.0 if start is None else max(start - time.monotonic(), 0.0)
-        worst = channel.worst_case.total_seconds()
-        if deadline is not None and time.monotonic() + wait + worst > deadline:
-            return _NotStarted(delivery)
-        if key is not None:
-            if wait:
-                time.sleep(wait)
-            now = time.monotonic()
-            # Paused by a 429, or too late for the slot (pacing.LATE): given back, unsent.
-            if paused.get(key, 0.0) > now or now - start > pacing.LATE:
+        # Without a deadline or a slot (most sends), nothing to check before the send.
+        if deadline is not None:
+            wait = 0.0 if start is None else max(start - time.monotonic(), 0.0)
+            worst = channel.worst_case.total_seconds()
+            if time.monotonic() + wait + worst > deadline:
                 return _NotStarted(delivery)
-
-        def throttled(exc: ChannelError) -> None:
-            seconds = exc.retry_after.total_seconds() if exc.retry_after else 1.0
-            if key is not None:
-                paused[key] = max(paused.get(key, 0.0), time.monotonic() + seconds)
-                holds.put((key, seconds))
-
+        if key is None:
+            # An unpaced send's 429 holds no key: there is none to hold.
+            return _send_one(delivery, channel, outgoing, max_attempts=max_attempts)
+        wait = max(start - time.monotonic(), 0.0)
+        if wait:
+            time.sleep(wait)
+        now = time.monotonic()
+        # Paused by a 429, or too late for the slot (pacing.LATE): given back, unsent.
+        if paused.get(key, 0.0) > now or now - start > pacing.LATE:
+            return _NotStarted(delivery)
         return _send_one(
-            delivery, channel, outgoing, max_attempts=max_attempts, throttled=throttled
+            delivery,
+            channel,
+            outgoing,
+            max_attempts=max_attempts,
+            throttled=partial(throttled, key),
         )
 
     ready = _paced(ready, deadline=deadline, unsent=unsent, report=report)
