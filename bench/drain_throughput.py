@@ -6,15 +6,21 @@ Beside it, in the same runs, two yardsticks:
 
 - the plain loop: the same claim and grouped, fenced writes (outbox's own statements, with
   the parameters the drain passes them) from plain psycopg, with nothing else in the loop;
-- the baseline: single-row UPDATE transactions per second from one client.
+- the baseline: single-row UPDATE transactions per second from one client;
+- with --unprepared, the plain loop again with no statement prepared. psycopg prepares a
+  statement on its fifth run, which Django's backend turns off (PgBouncer in transaction
+  pooling keeps no prepared statement), so the server plans each of the drain's statements
+  anew: this side shows what that costs.
 
 Medians of 3 runs; each run drains every configuration with both the project and the plain
 loop, so a noisy moment on a shared machine lands on both.
 
     make bench            # or: .venv/bin/python bench/drain_throughput.py
                           #     [--rows N] [--runs N] [--configs 1x25,2x100]
+                          #     [--database v10r_bench] [--unprepared]
 
-Runs in its own database (v10r_bench) on the server DATABASE_URL names, or on the embedded one.
+Runs in its own database (v10r_bench, or --database; dropped first) on the server DATABASE_URL
+names, or on the embedded one.
 """
 
 from __future__ import annotations
@@ -34,7 +40,12 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url  # noqa: E402 - after sys.path
+from bench.database import (  # noqa: E402 - after sys.path
+    BENCH_DB,
+    environment,
+    prepare_database,
+    server_url,
+)
 
 CONFIGS = [(1, 25), (1, 100), (2, 25), (2, 100)]  # (processes, batch size)
 
@@ -42,7 +53,7 @@ CONFIGS = [(1, 25), (1, 100), (2, 25), (2, 100)]  # (processes, batch size)
 TARGETS = [
     (2, 100, 3.0, "baseline"),
     (1, 25, 1.2, "baseline"),
-    (2, 100, 0.75, "plain"),
+    (2, 100, 0.8, "plain"),
     (1, 25, 0.6, "plain"),
 ]
 
@@ -121,7 +132,7 @@ def worker(url: str, batch_size: int, ready, start, results) -> None:
     loop.close()
 
 
-def plain_worker(url: str, batch_size: int, ready, start, results) -> None:
+def plain_worker(url: str, batch_size: int, ready, start, results, *, prepare: bool = True):
     """Claim, "send" and write with outbox's statements from plain psycopg: no reaper, no
     threads, no heartbeat, no ORM. Django is set up only to read the statements and the
     settings before the clock starts; the loop never touches it."""
@@ -135,8 +146,11 @@ def plain_worker(url: str, batch_size: int, ready, start, results) -> None:
     flush_every = drain.FLUSH_EVERY
 
     # Plain psycopg's defaults apart from autocommit (Django's default too): server-side
-    # binding, and statements prepared after a few runs, which Django's backend turns off.
-    with psycopg.connect(url, autocommit=True) as db:
+    # binding, and statements prepared after a few runs, which Django's backend turns off
+    # (a prepared statement lives on one server connection, which PgBouncer in transaction
+    # pooling does not keep). prepare=False turns it off here too.
+    threshold = {} if prepare else {"prepare_threshold": None}
+    with psycopg.connect(url, autocommit=True, **threshold) as db:
         ready.release()
         start.wait()
         written = 0
@@ -184,6 +198,11 @@ def plain_worker(url: str, batch_size: int, ready, start, results) -> None:
             if ids:
                 written += write(ids, fences, provider_ids)
     results.put((written, time.perf_counter()))
+
+
+def unprepared_worker(url: str, batch_size: int, ready, start, results) -> None:
+    """The plain loop with no statement prepared, as Django's backend runs every statement."""
+    plain_worker(url, batch_size, ready, start, results, prepare=False)
 
 
 def timed_run(url: str, target, *, processes: int, batch_size: int, rows: int) -> float:
@@ -282,21 +301,30 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
+        "--database", default=BENCH_DB, help="the bench database's name (dropped first)"
+    )
+    parser.add_argument(
         "--configs",
         type=parse_configs,
         default=CONFIGS,
         metavar="PxB,…",
         help="processes x batch size, comma-separated (default: 1x25,1x100,2x25,2x100)",
     )
+    parser.add_argument(
+        "--unprepared",
+        action="store_true",
+        help="also run the plain loop with no statement prepared, as Django runs them",
+    )
     args = parser.parse_args()
     if args.rows < 1 or args.runs < 1:
         parser.error("--rows and --runs must be at least 1")
     configs = args.configs
 
-    url = server_url()
+    url = server_url(args.database)
     prepare_database(url)
     project: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
     plain: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+    unprepared: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
     baseline: list[float] = []
     # Interleave the configurations run by run, and within each the project and the plain
     # loop, taking turns at going first, so drift on this shared machine does not favour one.
@@ -305,6 +333,8 @@ def main() -> None:
         baseline.append(baseline_run(url, updates=args.rows))
         for processes, batch in configs:
             sides = [(worker, project), (plain_worker, plain)]
+            if args.unprepared:
+                sides.append((unprepared_worker, unprepared))
             for target, measured in sides if run % 2 == 0 else reversed(sides):
                 rate = timed_run(url, target, processes=processes, batch_size=batch, rows=args.rows)
                 measured[(processes, batch)].append(rate)
@@ -329,6 +359,16 @@ def main() -> None:
             f"| {c[0]} process(es), batch {c[1]} | {drained:,.0f} | {looped:,.0f} | {paired} "
             f"| {drained / base:.2f} | {looped / base:.2f} |"
         )
+    if args.unprepared:
+        print("\nThe plain loop with no statement prepared (as Django's backend runs them):\n")
+        print("| configuration | plain, unprepared /s | drain / unprepared |")
+        print("| --- | ---: | ---: |")
+        for c in configs:
+            paired = [a / b for a, b in zip(project[c], unprepared[c], strict=True)]
+            print(
+                f"| {c[0]} process(es), batch {c[1]} | {statistics.median(unprepared[c]):,.0f} "
+                f"| {statistics.median(paired):.2f} ({min(paired):.2f}–{max(paired):.2f}) |"
+            )
     print("\nTargets (the drain_outbox loop):")
     for processes, batch, minimum, against in TARGETS:
         goal = f"{processes} × {batch} ≥ {minimum}× {against}"

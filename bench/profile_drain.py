@@ -7,8 +7,9 @@ For each batch size, two drains of a full queue:
 - profiled: cProfile over the same drain, top functions by cumulative and by own time.
 
 --loop drain_once (the default) calls worker.drain_once as bench/drain_throughput.py does;
---loop tick runs what drain_outbox's loop runs each turn: close_old_connections(), then
-Worker.tick() (heartbeat and housekeeping included).
+--loop tick runs what drain_outbox's loop runs each turn (and bench/drain_throughput.py's
+drains): close_old_connections() unless the last batch came back full, then Worker.tick()
+(heartbeat and housekeeping included).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/v10r \\
         .venv/bin/python bench/profile_drain.py [--rows N] [--batch-sizes 100,25]
@@ -41,7 +42,12 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import environment, prepare_database, server_url  # noqa: E402 - after sys.path
+from bench.database import (  # noqa: E402 - after sys.path
+    BENCH_DB,
+    environment,
+    prepare_database,
+    server_url,
+)
 from bench.drain_throughput import fill  # noqa: E402
 
 
@@ -192,6 +198,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--batch-sizes", type=parse_sizes, default=[100, 25], metavar="N,…")
     parser.add_argument("--loop", choices=["drain_once", "tick"], default="drain_once")
+    parser.add_argument(
+        "--database", default=BENCH_DB, help="the bench database's name (dropped first)"
+    )
     parser.add_argument("--top", type=int, default=25, help="functions shown per ordering")
     parser.add_argument(
         "--cprofile",
@@ -203,7 +212,7 @@ def main() -> None:
     if args.rows < 1 or args.top < 1:
         parser.error("--rows and --top must be at least 1")
 
-    url = server_url()
+    url = server_url(args.database)
     prepare_database(url)
     os.environ.update(environment(url))
     os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
@@ -226,10 +235,16 @@ def main() -> None:
                 policy=Policy.from_settings().with_changes(batch_size=batch_size),
             )
 
-            def loop(ticker=ticker):
-                # Through worker's own name for it, so phase_times can clock it.
-                worker.close_old_connections()
-                return ticker.tick().report
+            last = {"more_due": False}
+
+            def loop(ticker=ticker, last=last):
+                # As Worker._loop: the connection checked only when the last batch did not
+                # come back full; through worker's own name for it, so phase_times can clock it.
+                if not last["more_due"]:
+                    worker.close_old_connections()
+                report = ticker.tick().report
+                last["more_due"] = report.more_due
+                return report
 
         print(f"\n## {args.loop} loop, batch {batch_size}, {args.rows:,} rows\n")
         phase_times(loop, rows=args.rows, url=url)
