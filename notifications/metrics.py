@@ -199,7 +199,8 @@ class QueueCollector(Collector):
             )
             beats = cursor.fetchall()
         depth = stats.queue_depth()
-        yield from _depth(depth_rows, depth)
+        skipped = stats.skipped()
+        yield from _depth(depth_rows, depth, skipped)
         oldest = GaugeMetricFamily(
             "v10r_outbox_oldest_due_seconds",
             "How long the longest-waiting due delivery has been due (0 when none is).",
@@ -226,12 +227,16 @@ class QueueCollector(Collector):
         yield from _prune(retention.last_run())
 
 
-def _depth(rows, depth) -> Iterable:
+def _depth(rows, depth, skipped: dict[tuple[str, str], int]) -> Iterable:
     family = GaugeMetricFamily(
         "v10r_outbox_deliveries",
         'Deliveries per state, per channel (sent and cancelled: one total each, channel "").',
         labels=["state", "channel"],
     )
+    by_channel: dict[str, int] = {}
+    for (channel, _reason), count in skipped.items():
+        by_channel[channel] = by_channel.get(channel, 0) + count
+    rows = [*rows, *((channel, str(Status.SKIPPED), n) for channel, n in by_channel.items())]
     for channel, state, count in sorted(rows):
         family.add_metric([state, channel], count)
     family.add_metric(["sent", ""], depth.sent)
@@ -244,6 +249,15 @@ def _depth(rows, depth) -> Iterable:
     )
     estimated.add_metric([], 1 if depth.sent_is_estimate else 0)
     yield estimated
+    reasons = GaugeMetricFamily(
+        "v10r_outbox_skipped_deliveries",
+        "Deliveries written as skipped at enqueue (never sent), per channel and reason "
+        "(opted_out, no_address, channel_off), until retention prunes them.",
+        labels=["channel", "reason"],
+    )
+    for (channel, reason), count in sorted(skipped.items()):
+        reasons.add_metric([channel, reason], count)
+    yield reasons
 
 
 def _counters(totals) -> Iterable:
@@ -292,8 +306,11 @@ def _prune(last) -> Iterable:
         labels=["kind"],
     )
     report = last.report if last else {}
-    for kind in ("sent", "finished", "notifications"):
-        deleted.add_metric([kind], float(report.get(kind, 0)))
+    # The skipped deliveries' count is reported as skipped_deliveries: the report's "skipped"
+    # says whether the run found another under way.
+    kinds = {"sent": "sent", "skipped": "skipped_deliveries", "finished": "finished"}
+    for kind, key in {**kinds, "notifications": "notifications"}.items():
+        deleted.add_metric([kind], float(report.get(key, 0)))
     yield deleted
     seconds = GaugeMetricFamily("v10r_outbox_prune_last_seconds", "How long the last prune ran.")
     seconds.add_metric([], float(report.get("seconds", 0)))

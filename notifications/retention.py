@@ -5,10 +5,13 @@ through it from the oldest row, in (created_at, id) order on the deliveries_rece
 each with a cursor kept in the database (the outbox_retention row), so a run carries on where
 the last one stopped and the rows already deleted are not walked again:
 
-- the *sent* walk deletes sent rows queued more than OUTBOX_KEEP_SENT_DAYS ago;
+- the *sent* walk deletes sent rows, and the rows enqueue wrote as skipped (the recipient did
+  not want them or could not be reached: nothing went wrong), queued more than
+  OUTBOX_KEEP_SENT_DAYS ago;
 - the *finished* walk, OUTBOX_KEEP_FINISHED_DAYS behind (the longer), deletes every finished
-  row (sent, failed, dead) queued before that: failed and dead rows, and the rare row that was
-  still unfinished when the sent walk passed it (a dead row a staff member retried later).
+  row (sent, skipped, failed, dead, cancelled) queued before that: failed, dead and cancelled
+  rows, and the rare row that was still unfinished when the sent walk passed it (a dead row a
+  staff member retried later).
 
 A pending or processing row is never deleted, however old. A notification goes with its last
 delivery, in the same transaction; notifications that never had one are swept once they are
@@ -35,6 +38,10 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from notifications.models import FINISHED_SQL, FINISHED_STATUSES, SHOWN_SQL, ShownStatus, Status
+
+# What the sent walk deletes: the rows kept only as a record that all went as it should.
+SENT_WALK_STATUSES = (Status.SENT, Status.SKIPPED)
+_KEPT_LIKE_SENT_SQL = f"({SHOWN_SQL[ShownStatus.SENT]} OR {SHOWN_SQL[ShownStatus.SKIPPED]})"
 
 # A run that has committed no batch for this long is taken to have died (a killed process):
 # the next run may start. A live run commits one at least every few seconds, however long it
@@ -115,7 +122,8 @@ SELECT
     (SELECT created_at FROM chunk ORDER BY created_at DESC, id DESC LIMIT 1) AS "last_at",
     (SELECT id FROM chunk ORDER BY created_at DESC, id DESC LIMIT 1) AS "last_id",
     (SELECT count(*) FROM gone WHERE {SHOWN_SQL[ShownStatus.SENT]}) AS "sent",
-    (SELECT count(*) FROM gone WHERE NOT {SHOWN_SQL[ShownStatus.SENT]}) AS "finished",
+    (SELECT count(*) FROM gone WHERE {SHOWN_SQL[ShownStatus.SKIPPED]}) AS "skipped",
+    (SELECT count(*) FROM gone WHERE NOT {_KEPT_LIKE_SENT_SQL}) AS "finished",
     (SELECT coalesce(array_agg(DISTINCT notification_id), '{{}}') FROM gone) AS "notifications"
 """.strip()
 
@@ -152,7 +160,10 @@ SELECT
         WHERE {SHOWN_SQL[ShownStatus.SENT]} AND created_at < %(sent_before)s
     ) AS "sent",
     count(*) FILTER (
-        WHERE NOT {SHOWN_SQL[ShownStatus.SENT]} AND created_at < %(finished_before)s
+        WHERE {SHOWN_SQL[ShownStatus.SKIPPED]} AND created_at < %(sent_before)s
+    ) AS "skipped",
+    count(*) FILTER (
+        WHERE NOT {_KEPT_LIKE_SENT_SQL} AND created_at < %(finished_before)s
     ) AS "finished"
 FROM notifications.notification_deliveries
 WHERE created_at < greatest(%(sent_before)s, %(finished_before)s)
@@ -208,6 +219,8 @@ class Pruned:
     """What one run deleted, how many batches it took, and whether it reached the horizon."""
 
     sent: int = 0
+    # Deliveries written as skipped at enqueue (not "skipped" below, which is about the run).
+    skipped_deliveries: int = 0
     finished: int = 0
     notifications: int = 0
     batches: int = 0
@@ -220,7 +233,7 @@ class Pruned:
 
     @property
     def deliveries(self) -> int:
-        return self.sent + self.finished
+        return self.sent + self.skipped_deliveries + self.finished
 
     def as_dict(self) -> dict:
         report = {**asdict(self), "deliveries": self.deliveries}
@@ -229,7 +242,8 @@ class Pruned:
 
 
 def due(policy: RetentionPolicy) -> dict[str, int]:
-    """Count what pruning would delete now (for --dry-run)."""
+    """Count what pruning would delete now (for --dry-run): sent, skipped (kept as long as
+    sent), finished (failed, dead, cancelled) and empty notifications."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT now()")
         (now,) = cursor.fetchone()
@@ -237,10 +251,10 @@ def due(policy: RetentionPolicy) -> dict[str, int]:
         cursor.execute(
             COUNT_DUE_SQL, {"sent_before": sent_before, "finished_before": finished_before}
         )
-        sent, finished = cursor.fetchone()
+        sent, skipped, finished = cursor.fetchone()
         cursor.execute(COUNT_EMPTY_DUE_SQL, {"before": finished_before})
         (empty,) = cursor.fetchone()
-    return {"sent": sent, "finished": finished, "empty_notifications": empty}
+    return {"sent": sent, "skipped": skipped, "finished": finished, "empty_notifications": empty}
 
 
 def prune(policy: RetentionPolicy) -> Pruned:
@@ -256,7 +270,7 @@ def prune(policy: RetentionPolicy) -> Pruned:
             return Pruned(skipped=True, other_started_at=cursor.fetchone()[0])
     token, sent_at, sent_id, finished_at, finished_id = row
     walks = [
-        Walk("sent", token - policy.keep_sent, (Status.SENT,), sent_at, sent_id),
+        Walk("sent", token - policy.keep_sent, SENT_WALK_STATUSES, sent_at, sent_id),
         Walk("finished", token - policy.keep_finished, FINISHED_STATUSES, finished_at, finished_id),
     ]
     out_of_time = False
@@ -331,7 +345,7 @@ def _batch(walk: Walk, policy: RetentionPolicy, result: Pruned, token: datetime)
                 "statuses": [str(s) for s in walk.statuses],
             },
         )
-        scanned, last_at, last_id, sent, finished, notification_ids = cursor.fetchone()
+        scanned, last_at, last_id, sent, skipped, finished, notification_ids = cursor.fetchone()
         if notification_ids:
             cursor.execute(ORPHANED_SQL, {"ids": notification_ids})
             orphans = cursor.rowcount
@@ -343,6 +357,7 @@ def _batch(walk: Walk, policy: RetentionPolicy, result: Pruned, token: datetime)
             _move(walk, token, last_at, last_id)
     result.notifications += orphans
     result.sent += sent
+    result.skipped_deliveries += skipped
     result.finished += finished
     result.batches += 1
     result.longest_batch_seconds = max(

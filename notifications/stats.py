@@ -22,7 +22,7 @@ from notifications.outbox import LANES
 
 
 # Each count reads one partial index (waiting, retrying, the claim's, reap, dead, failed,
-# cancelled), so the cost follows the size of that state, not of the table. Pending and
+# cancelled, skipped), so the cost follows the size of that state, not of the table. Pending and
 # retrying are the two halves of the stored pending (ShownStatus), spelled by the models' own
 # SQL fragments. Due rows are counted lane by lane: the claim index leads with the lane, then
 # next_attempt_at, so one lane's due rows are one range of it. With a limit (the public
@@ -45,6 +45,7 @@ COUNTED = (
     ShownStatus.FAILED,
     ShownStatus.DEAD,
     ShownStatus.CANCELLED,
+    ShownStatus.SKIPPED,
 )
 
 # Due now, on every configured lane: one range of the claim index each.
@@ -86,6 +87,7 @@ class QueueDepth:
     failed: int
     dead: int
     cancelled: int
+    skipped: int
     sent_is_estimate: bool
     limit: int | None = None  # counts stopped here: a count equal to it means "at least"
 
@@ -238,6 +240,22 @@ def oldest_pending_age() -> timedelta | None:
         cursor.execute(OLDEST_PENDING_SQL)
         age = cursor.fetchone()[0]
     return None if age is None else timedelta(seconds=round(age.total_seconds()))
+
+
+# Read from the skipped rows' own index, which carries both columns (an index-only scan).
+SKIPPED_SQL = f"""
+SELECT channel, skip_reason, count(*) FROM notifications.notification_deliveries
+WHERE {SHOWN_SQL[ShownStatus.SKIPPED]}
+GROUP BY 1, 2
+""".strip()
+
+
+def skipped() -> dict[tuple[str, str], int]:
+    """How many deliveries enqueue wrote as skipped, by (channel, reason): the rows kept
+    until retention prunes them, as sent rows are."""
+    with connection.cursor() as cursor:
+        cursor.execute(SKIPPED_SQL)
+        return {(channel, reason): count for channel, reason, count in cursor.fetchall()}
 
 
 def table_bytes() -> int:

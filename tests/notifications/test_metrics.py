@@ -268,3 +268,20 @@ def test_a_loop_inside_a_long_batch_still_counts_as_running(client, metrics_on):
         )
         assert DrainHeartbeat.objects.count() == 1
         assert sample(scrape(client), "v10r_drain_loops_running") == running
+
+
+@pytest.mark.django_db
+def test_skipped_rows_are_counted_per_channel_and_reason(client, metrics_on, user):
+    from notifications import preferences
+    from notifications.enqueue import send_notification
+
+    preferences.choose(user, choices={("account", "email"): False})
+    for _ in range(2):
+        send_notification(user=user, type="welcome", params={"name": "A"}, channels=["email"])
+    send_notification(user=user, type="welcome", params={"name": "A"}, channels=["telegram"])
+    families = scrape(client)
+    skipped = "v10r_outbox_skipped_deliveries"
+    assert sample(families, skipped, channel="email", reason="opted_out") == 2
+    assert sample(families, skipped, channel="telegram", reason="no_address") == 1
+    assert sample(families, "v10r_outbox_deliveries", state="skipped", channel="email") == 2
+    assert sample(families, "v10r_outbox_deliveries", state="skipped", channel="telegram") == 1

@@ -98,6 +98,37 @@ def test_old_finished_rows_go_and_everything_else_stays(rows):
     assert pruned.notifications == 9
 
 
+def skip(ids, reason: str = "opted_out") -> None:
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'skipped', skip_reason = %s"
+        " WHERE id = ANY(%s)",
+        [reason, list(ids)],
+    )
+
+
+def test_skipped_rows_are_kept_as_long_as_sent_ones_not_as_failed_ones(db, user):
+    """A skipped row is a record that all went as the recipient wanted: it goes with the sent
+    rows, after OUTBOX_KEEP_SENT_DAYS, not with the failed and dead ones staff look into."""
+    old, young, failed = (make_deliveries(user, 2, channel="email") for _ in range(3))
+    skip(old)
+    skip(young, "no_address")
+    finish(failed, status="failed")
+    age(old, days=31)
+    age(young, days=29)
+    age(failed, days=31)
+    assert retention.due(policy()) == {
+        "sent": 0,
+        "skipped": 2,
+        "finished": 0,
+        "empty_notifications": 0,
+    }
+    pruned = retention.prune(policy())
+    assert (pruned.sent, pruned.skipped_deliveries, pruned.finished) == (0, 2, 0)
+    assert pruned.deliveries == 2
+    assert remaining(old + young + failed) == set(young + failed)
+    assert retention.last_run().report["skipped_deliveries"] == 2
+
+
 def test_batches_are_bounded_and_the_cursor_is_kept_between_runs(rows):
     first = retention.prune(policy(batch=2))
     # 24 rows under the sent horizon's 29 days … every batch looks at two rows.

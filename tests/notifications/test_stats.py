@@ -51,7 +51,13 @@ def test_a_limited_queue_depth_estimates_sent_from_the_statistics_of_a_large_tab
 
 
 def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
-    ids = make_deliveries(user, 6)
+    ids = make_deliveries(user, 7)
+    # ids[6] is written off as enqueue writes an opt-out: skipped, never claimed.
+    execute(
+        "UPDATE notifications.notification_deliveries SET status = 'skipped',"
+        " skip_reason = 'opted_out' WHERE id = %s",
+        [ids[6]],
+    )
     claims = {c.id: c for c in outbox.claim(batch_size=4)}
     mark_sent(claims[ids[0]], provider_message_id="m")
     mark_failed(claims[ids[1]], code="BAD", message="x", retryable=False)
@@ -68,9 +74,11 @@ def test_queue_depth_counts_each_state_and_the_derived_ones(db, user):
         "failed": 1,
         "dead": 0,
         "cancelled": 0,
+        "skipped": 1,
         "sent_is_estimate": False,
         "limit": None,
     }
+    assert stats.skipped() == {("recording", "opted_out"): 1}
 
 
 def test_due_now_counts_every_lane_and_cancelled_rows_are_counted_apart(db, user):
