@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.utils import formats, timezone
 
 from notifications import heartbeat, retention, stats
+from notifications.models import SkipReason
 
 
 def coordinate(value: float) -> str:
@@ -99,6 +100,23 @@ def probeable() -> set[str]:
     return {name for name, c in channels.configured().items() if hasattr(c, "probe")}
 
 
+@dataclass(frozen=True)
+class SkippedCount:
+    """How many deliveries enqueue wrote as skipped for one reason, all channels together."""
+
+    value: str
+    label: str
+    count: int
+
+
+def skipped_by_reason() -> list[SkippedCount]:
+    """Every skip reason, in SkipReason's order, with its count (0 included)."""
+    counts: dict[str, int] = {}
+    for (_channel, reason), count in stats.skipped().items():
+        counts[reason] = counts.get(reason, 0) + count
+    return [SkippedCount(r.value, r.label, counts.get(r.value, 0)) for r in SkipReason]
+
+
 def snapshot() -> dict:
     """Everything the dashboard shows, read in a handful of index-backed statements."""
     hours = stats.hourly()
@@ -107,6 +125,7 @@ def snapshot() -> dict:
         "depth": stats.queue_depth(),
         "loop": heartbeat.status(),
         "oldest_pending": stats.oldest_pending_age(),
+        "skipped": skipped_by_reason(),
         "health": stats.channel_health(),
         # Channels whose provider has an identity endpoint to call: the "Probe" buttons.
         "probes": probeable(),

@@ -204,6 +204,7 @@ def test_the_admins_counts_read_their_indexes_alone(admin_client, user):
     wanted = {
         "health": stats.CHANNEL_HEALTH_SQL,
         "hourly": stats.HOURLY_SQL,
+        "skipped": stats.SKIPPED_SQL,
         "needs attention": next(s for s in captured if "COUNT(*)" in s and "'dead'" in s),
         "failure codes": next(s for s in captured if 'DISTINCT "notifications' in s),
     }
@@ -230,3 +231,26 @@ def test_the_oldest_pending_age_reads_the_pending_rows_index(db, user):
     make_deliveries(user, 3)
     [plan] = plans_of([stats.OLDEST_PENDING_SQL])
     assert "deliveries_waiting" in plan, plan
+
+
+def test_the_dashboard_counts_skipped_rows_by_reason_with_a_link_to_each(admin_client, user):
+    from notifications import preferences
+    from notifications.enqueue import send_notification
+
+    preferences.choose(user, choices={("account", "email"): False})
+    for channels in (["email"], ["email"], ["telegram"]):
+        send_notification(user=user, type="welcome", params={"name": "A"}, channels=channels)
+    body = admin_client.get("/admin/").content.decode()
+    assert '<dd data-count="skipped">3</dd>' in body
+    found = re.findall(r'\?skip_reason=(\w+)" data-skipped-reason="\w+">([^<]+)</a> (\d+)', body)
+    assert found == [
+        ("opted_out", "opted out", "2"),
+        ("no_address", "no address", "1"),
+        ("channel_off", "address turned off", "0"),
+    ]
+
+
+def test_without_skipped_rows_the_dashboard_has_no_reasons_line(admin_client):
+    body = admin_client.get("/admin/").content.decode()
+    assert '<dd data-count="skipped">0</dd>' in body
+    assert "data-skipped>" not in body
