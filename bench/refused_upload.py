@@ -6,7 +6,7 @@ V10R_TRUSTED_PROXIES=1. One client (127.0.0.9), whose analyses for the minute ar
 the 19 MB multipart body in turns to:
 
 - the server lane, /showcases/workers/analyse/, which refuses it with 429 before reading the
-  body, then drops the body unparsed (core/middleware.py);
+  body and leaves the body to gunicorn, which closes the connection (core/middleware.py);
 - /zz/showcases/workers/analyse/, inside the same nginx location (so nginx takes 20 MB there
   too) but no page of the app's (zz is no language of the site's): Django answers 404 and
   never reads the body;
@@ -18,9 +18,11 @@ Each post is on a fresh connection to nginx, as a browser's upload would be, wit
 cookie and header, as the page sends them. For each: the median, over --requests posts, of
 the CPU the gunicorn processes and nginx's spent on it (the sum of their threads' run time in
 /proc/<pid>/task/*/schedstat, read before and after) and of its wall time, from the first byte
-sent to the last byte of the answer. With --base, the refused post is also sent to another
-checkout (`git worktree add /tmp/door-base c786dd2`), where the limit was counted in the view,
-after the CSRF check had parsed the body.
+sent to the last byte of the answer. Then the refusal's cost against reading nothing: the
+median, over the rounds, of each round's ratio (the two posts of a round are sent one after
+the other, so whatever else the machine does weighs on both). With --base, the refused post
+is also sent to another checkout (`git worktree add /tmp/door-base c786dd2`), where the
+limit was counted in the view, after the CSRF check had parsed the body.
 
     .venv/bin/python bench/refused_upload.py [--base /tmp/door-base] [--requests 15]
 
@@ -179,6 +181,13 @@ def main() -> int:
             ]
         )
     print_table(header, rows)
+    refused, nothing = (
+        results["refused (429)", "this tree"],
+        results["reads nothing (404)", "this tree"],
+    )
+    for kind, name in (("app", "gunicorn CPU"), ("wall", "wall time")):
+        ratio = statistics.median(r[kind] / n[kind] for r, n in zip(refused, nothing, strict=True))
+        print(f"refused / reads nothing, {name}: {ratio:.2f}x (median of {len(refused)} rounds)")
     return 0
 
 

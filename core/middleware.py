@@ -14,17 +14,34 @@ Rate limits: for the same reason, a view whose limit counts requests declares it
 upload is answered from its headers, its body never parsed. A limit that needs the body (a
 price read from the image's headers) stays in the view.
 
-A body nobody read (that refusal, a 404, a CSRF failure without a cookie) is still in the
-socket when the answer is ready. gunicorn's gthread worker drains 64 KB of it, then closes the
-connection, and closing with unread bytes sends a reset, which the client (or nginx, still
-sending the body) may get in place of the answer. So RequestBodyLimitMiddleware reads what
-is left in fixed pieces and drops them, unparsed, when the body is within its view's limit:
-that costs what carrying the bytes does. Over the limit the answer is a 413 and the
-connection closes anyway.
+A body nobody read (a 404, a CSRF failure without a cookie) is still in the socket when the
+answer is ready. gunicorn's gthread worker drains 64 KB of it, then closes the connection, and
+closing with unread bytes sends a reset, which a client still sending the body may get in
+place of the answer. So RequestBodyLimitMiddleware reads what is left in fixed pieces and
+drops them, unparsed, when the body is within its view's limit: that costs what carrying the
+bytes does. Over the limit the answer is a 413 and the connection closes anyway.
+
+A rate limit's refusal is the exception: carrying a refused photo's 19 MB took three times
+the server's CPU of not reading it (bench/refused_upload.py), and a refused client may send
+it again at once. Its body is never read. A body of at most 64 KB gunicorn drains itself and
+the connection goes on; past that the connection ends after the answer. The answer cannot say
+`Connection: close` itself: that header is the server's (PEP 3333 forbids it to an
+application; gunicorn drops it, wsgiref fails the response). Left to itself, gunicorn would
+drain 64 KB and close, and a close with unread bytes is a reset, which nginx, still sending
+the body, met before it had read the answer about once in a hundred refusals on a busy
+machine (a 502). So under gunicorn, once the answer is written, the refusal ends the
+connection itself: a FIN after the answer, then what nginx still sends is dropped by the
+kernel, never copied, until nginx, having read the answer, closes (drop_until_peer_closes:
+milliseconds, and the 4 MB or so nginx had sent on). The development server reads the rest
+of the body itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import sys
+import time
 from collections.abc import Callable, Collection
 from datetime import timedelta
 from urllib.parse import unquote_plus
@@ -41,6 +58,15 @@ from core import clients, ratelimit
 
 ATTRIBUTE = "request_body_limit"
 RATE_LIMIT_ATTRIBUTE = "request_rate_limit"
+# Set on a rate limit's refusal, whose body is never read (not dropped here either).
+LEAVE_BODY_ATTRIBUTE = "request_body_left_to_server"
+# How long a refusal's thread drops what the peer sends once the answer is written, waiting
+# for it to close: nginx closes within milliseconds; a client that sends its whole body before
+# it reads an answer closes only once it has sent it.
+PEER_CLOSE_SECONDS = 1.0
+# What gunicorn drains of an unread body to keep the connection (gunicorn/http/parser.py): a
+# refusal of a smaller body is left to it.
+GUNICORN_DRAIN_BYTES = 64 * 1024
 # An unread body is dropped in pieces of this size: one at a time in memory, none parsed.
 # gunicorn receives up to a piece at once; in 64 KB pieces a 19 MB body took 3 times the CPU.
 DISCARD_CHUNK = 2**20
@@ -84,7 +110,8 @@ class RequestBodyLimitMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if not response.streaming:  # a streaming view may still be reading its body
+        # A streaming view may still be reading its body.
+        if not response.streaming and not getattr(response, LEAVE_BODY_ATTRIBUTE, False):
             discard_unread_body(request)
         return response
 
@@ -122,7 +149,8 @@ def rate_limit(
     methods: Collection[str] = ("POST",),
 ) -> Callable:
     """Allow each client limit requests in methods to the decorated view per window, counted
-    as "name:<client address>" by RateLimitMiddleware before anything reads the body.
+    as "name:<client address>" by RateLimitMiddleware before anything reads the body; a
+    refused request's body is never read (see the module's docstring).
 
     limit and window may be callables, read on each request: a view module's constants then
     stay the one place its limits are set, and a change to them (a test's) reaches the door.
@@ -157,7 +185,48 @@ class RateLimitMiddleware:
         )
         if verdict.allowed:
             return None
-        return refusal(request, verdict)
+        response = refusal(request, verdict)
+        # See the module's docstring. Django calls the closers once the server has written
+        # the whole answer (gunicorn calls close() after its last write).
+        setattr(response, LEAVE_BODY_ATTRIBUTE, True)
+        connection = request.META.get("gunicorn.socket")
+        length = _declared_length(request)
+        if connection is not None and length > GUNICORN_DRAIN_BYTES:
+            response._resource_closers.append(
+                lambda: drop_until_peer_closes(
+                    connection, max_bytes=length, seconds=PEER_CLOSE_SECONDS
+                )
+            )
+        return response
+
+
+def drop_until_peer_closes(connection: socket.socket, *, max_bytes: int, seconds: float) -> int:
+    """Tell the peer of connection that nothing more comes (a FIN, after the answer), then
+    drop what it still sends until it closes, max_bytes or seconds; return how many bytes.
+
+    The bytes are dropped by the kernel, never copied out (MSG_TRUNC, Linux's TCP): nginx
+    stops sending once it has read the answer, and closes; its FIN comes after what it had
+    sent, so only dropping that lets the FIN arrive. Elsewhere nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    dropped = 0
+    timeout = connection.gettimeout()
+    try:
+        connection.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + seconds
+        while dropped < max_bytes and (left := deadline - time.monotonic()) > 0:
+            connection.settimeout(left)
+            # The length of what was dropped: with MSG_TRUNC nothing is written to the buffer.
+            taken = len(connection.recv(min(DISCARD_CHUNK, max_bytes - dropped), socket.MSG_TRUNC))
+            if not taken:
+                break
+            dropped += taken
+    except OSError:
+        pass  # reset, timed out, or closed already: the answer was written before
+    finally:
+        with contextlib.suppress(OSError):
+            connection.settimeout(timeout)
+    return dropped
 
 
 class PrivateCookieResponsesMiddleware:
