@@ -58,7 +58,9 @@ class JobRunAdmin(admin.ModelAdmin):
         return False
 
     def has_run_permission(self, request) -> bool:
-        return request.user.has_perm("jobs.run_job")
+        # Run now is a button on the jobs page and its outcome is a run in the log: one who
+        # may not see them may not press it (nor run a job and land on a 403).
+        return self.has_view_permission(request) and request.user.has_perm("jobs.run_job")
 
     def get_urls(self):
         return [

@@ -61,6 +61,17 @@ def test_a_staff_member_who_may_only_view_cannot_run_a_job(staff, only):
     assert not JobRun.objects.exists()
 
 
+def test_the_run_permission_without_the_view_permission_runs_nothing(
+    django_user_model, client, only
+):
+    only(COUNT)
+    user = django_user_model.objects.create_user("runner", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="run_job"))
+    client.force_login(user)
+    assert client.post(run_url("test-count")).status_code == 403
+    assert not JobRun.objects.exists()
+
+
 def test_a_staff_member_with_the_run_permission_runs_a_job_recorded_as_the_admins(staff, only):
     only(COUNT)
     staff.grant("run_job")
