@@ -56,6 +56,10 @@ def test_the_procfile_scheduler_sweeps_and_exits_0_on_sigterm(transactional_db):
         reader.join(timeout=10)
     output = "".join(lines)
     assert process.returncode == 0, output
+    assert (
+        "Sweeping the jobs every 60 s until SIGTERM or Ctrl-C; either lets the sweep under way"
+        " finish, then exits."
+    ) in output.splitlines(), output
     assert output.rstrip().endswith("Stopped.")
 
 

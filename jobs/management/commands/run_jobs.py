@@ -56,7 +56,10 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        self.stdout.write(f"Sweeping the jobs every {every:g} s; SIGTERM stops.")
+        self.stdout.write(
+            f"Sweeping the jobs every {every:g} s until SIGTERM or Ctrl-C; either lets the sweep"
+            " under way finish, then exits."
+        )
         while not stopping.is_set():
             began = time.monotonic()
             try:
