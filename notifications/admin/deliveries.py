@@ -9,7 +9,7 @@ import uuid
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils.html import format_html
 from django.utils.translation import get_language, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
@@ -21,14 +21,16 @@ from notifications.admin.lists import (
     CreatedFilter,
     LaneFilter,
     ReadOnlyAdmin,
+    SkipReasonFilter,
     StatusFilter,
 )
-from notifications.admin.schedule import ScheduleMixin, is_scheduled, moment
+from notifications.admin.schedule import ScheduleMixin, held, held_note, is_scheduled, moment
 from notifications.admin.wording import Worded
 from notifications.models import (
     DatabaseNow,
     Notification,
     NotificationDelivery,
+    ShownStatus,
     Status,
 )
 
@@ -36,12 +38,23 @@ from notifications.models import (
 ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 
 
+# What the deliveries' lists and pages annotate their rows with: the database's clock, which
+# "scheduled" and "held" are measured against, and the recipient's time zone, which a hold
+# is shown in (None: the recipient has no settings, so UTC).
+ANNOTATIONS = {
+    "db_now": DatabaseNow(),
+    "recipient_time_zone": F("notification__user__notification_recipient__time_zone"),
+}
+
+
 def next_attempt(delivery) -> str | None:
-    """When a drain may next claim it; for a row its sender scheduled, said so; nothing for a
-    row no drain will claim (being sent, or finished). The row carries db_now, the database's
-    clock, which "scheduled" is measured against."""
+    """When a drain may next claim it; for a row its sender scheduled, or the recipient's
+    quiet hours hold, said so; nothing for a row no drain will claim (being sent, finished or
+    skipped). The row carries ANNOTATIONS."""
     if delivery.status != Status.PENDING:
         return None
+    if held(delivery, delivery.db_now):
+        return held_note(delivery, delivery.recipient_time_zone)
     if is_scheduled(delivery, delivery.db_now):
         return _("scheduled for %(when)s") % {"when": moment(delivery.next_attempt_at)}
     return moment(delivery.next_attempt_at)
@@ -49,18 +62,30 @@ def next_attempt(delivery) -> str | None:
 
 class DeliveryInline(admin.TabularInline):
     model = NotificationDelivery
-    fields = ("channel", "lane", "status", "attempts", "next_attempt", "sent_at", "error_code")
+    fields = (
+        "channel",
+        "lane",
+        "status_shown",
+        "attempts",
+        "next_attempt",
+        "sent_at",
+        "error_code",
+    )
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(db_now=DatabaseNow())
+        return super().get_queryset(request).annotate(**ANNOTATIONS)
 
     @admin.display(description=_("next attempt"))
     def next_attempt(self, delivery):
         return next_attempt(delivery)
+
+    @admin.display(description=_("status"))
+    def status_shown(self, delivery):
+        return status_text(delivery)
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -114,7 +139,13 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
         "next_attempt",
         "error_code",
     )
-    list_filter = (StatusFilter, ChannelFilter, LaneFilter, ("created_at", CreatedFilter))
+    list_filter = (
+        StatusFilter,
+        SkipReasonFilter,
+        ChannelFilter,
+        LaneFilter,
+        ("created_at", CreatedFilter),
+    )
     actions = ["send_now_selected", "cancel_selected"]
     search_fields = ("notification id, recipient or error code",)  # see get_search_results
     search_help_text = _(
@@ -125,13 +156,16 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
     list_per_page = 50
     show_full_result_count = False
     paginator = BoundedCountPaginator
-    # Shown as next_attempt (which says "scheduled for …"), not twice.
-    exclude = ("next_attempt_at",)
+    # Shown as next_attempt (which says "scheduled for …", or "held until …"), not twice; the
+    # hold as held, in the recipient's time zone.
+    exclude = ("next_attempt_at", "held_until")
     readonly_fields = (
         "notification",
         "channel",
         "lane",
         "status",
+        "skip_reason",
+        "held",
         "attempts",
         "attempt_base",
         "throttles",
@@ -145,8 +179,7 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
     )
 
     def get_queryset(self, request):
-        # The database's clock, read with the rows: what "scheduled" is measured against.
-        return super().get_queryset(request).annotate(db_now=DatabaseNow())
+        return super().get_queryset(request).annotate(**ANNOTATIONS)
 
     def get_search_results(self, request, queryset, search_term):
         """Search one thing at a time, each through its own index.
@@ -185,12 +218,32 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
     def next_attempt(self, delivery):
         return next_attempt(delivery)
 
+    @admin.display(description=_("quiet hours"))
+    def held(self, delivery):
+        """When the recipient's quiet hours let it go, on their clock (whether or not it has
+        been sent since)."""
+        if delivery.held_until is None:
+            return None
+        return held_note(delivery, delivery.recipient_time_zone)
+
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, delivery):
-        shown = delivery.shown_status
         return format_html(
-            '<span class="status-badge status-{}">{}</span>', shown.value, shown.label
+            '<span class="status-badge status-{}">{}</span>',
+            delivery.shown_status.value,
+            status_text(delivery),
         )
+
+
+def status_text(delivery) -> str:
+    """The status people read, and for a skipped row why: "skipped (opted out)"."""
+    shown = delivery.shown_status
+    if shown == ShownStatus.SKIPPED and delivery.skip_reason:
+        return _("%(status)s (%(reason)s)") % {
+            "status": shown.label,
+            "reason": delivery.get_skip_reason_display(),
+        }
+    return str(shown.label)
 
 
 admin.site.register(NotificationDelivery, DeliveryAdmin)

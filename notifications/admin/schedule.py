@@ -8,6 +8,7 @@ change when, or whether, a row is sent.
 
 from __future__ import annotations
 
+import zoneinfo
 from collections.abc import Iterable, Sized
 
 from django.contrib import admin, messages
@@ -21,7 +22,7 @@ from django.utils.translation import gettext, gettext_lazy, gettext_noop, ngette
 
 from notifications import outbox, wakeup
 from notifications.admin.lists import BoundedCountPaginator
-from notifications.models import NotificationDelivery, ShownStatus
+from notifications.models import NotificationDelivery, ShownStatus, Status
 
 # The history's notes, stored as these English msgids and translated when shown
 # (templates/admin/notifications/object_history.html), as a retry's is (retry.py).
@@ -45,6 +46,35 @@ def is_scheduled(delivery: NotificationDelivery, now) -> bool:
         and not delivery.throttles
         and delivery.next_attempt_at > now
     )
+
+
+def held(delivery: NotificationDelivery, now) -> bool:
+    """Pending and due later only because the recipient's quiet hours hold it (nothing has
+    moved it since enqueue wrote it so: a Send now or a backoff would have)."""
+    return (
+        delivery.status == Status.PENDING
+        and delivery.held_until is not None
+        and delivery.next_attempt_at == delivery.held_until
+        and delivery.next_attempt_at > now
+    )
+
+
+def held_note(delivery: NotificationDelivery, time_zone: str | None) -> str:
+    """ "held until 07:00 (Europe/Berlin)": the window's end on the recipient's clock, which
+    is what their quiet hours are written in (UTC for a recipient without settings)."""
+    zone = _zone(time_zone)
+    local = delivery.held_until.astimezone(zone)
+    return gettext("held until %(time)s (%(zone)s)") % {
+        "time": f"{local:%H:%M}",
+        "zone": zone.key,
+    }
+
+
+def _zone(name: str | None) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name or "UTC")
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo("UTC")
 
 
 def moment(value) -> str:

@@ -272,3 +272,42 @@ def test_a_send_at_inside_the_window_is_held_to_its_end(db, night_owl):
     # A channel quiet hours do not hold keeps the time its sender asked for.
     assert by_channel["recording"].next_attempt_at == datetime(2026, 12, 3, 1, tzinfo=BERLIN)
     assert by_channel["recording"].held_until is None
+
+
+# --- What staff see -------------------------------------------------------------------------
+
+DELIVERIES = "/admin/notifications/notificationdelivery/"
+
+
+def test_the_admin_lists_a_skipped_row_with_its_reason_and_filters_by_reason(
+    db, admin_client, user
+):
+    preferences.choose(user, choices={("account", "email"): False})
+    welcome(user, channels=["email", "telegram", "recording"])
+    page = admin_client.get(DELIVERIES).content.decode()
+    assert '<span class="status-badge status-skipped">skipped (opted out)</span>' in page
+    assert '<span class="status-badge status-skipped">skipped (no address)</span>' in page
+    listed = admin_client.get(f"{DELIVERIES}?skip_reason=opted_out").context["cl"].result_list
+    assert [(d.channel, d.skip_reason) for d in listed] == [("email", "opted_out")]
+    # A reason no row can have lists nothing, and fails nothing.
+    for bogus in ("nope", "x" * 500):
+        response = admin_client.get(DELIVERIES, {"skip_reason": bogus})
+        assert response.status_code == 200
+        assert list(response.context["cl"].result_list) == []
+    # A NUL is refused before any view, as in every other filter.
+    assert admin_client.get(f"{DELIVERIES}?skip_reason=%00").status_code == 400
+    skipped = NotificationDelivery.objects.get(channel="email")
+    detail = admin_client.get(f"{DELIVERIES}{skipped.pk}/change/").content.decode()
+    assert "opted out" in detail
+
+
+def test_the_admin_shows_a_held_row_held_until_the_windows_end_in_the_recipients_zone(
+    db, admin_client, night_owl
+):
+    with database_clock_at(datetime(2026, 12, 2, 23, tzinfo=BERLIN)):
+        welcome(night_owl, channels=["telegram"])
+        page = admin_client.get(DELIVERIES).content.decode()
+        delivery = NotificationDelivery.objects.get()
+        detail = admin_client.get(f"{DELIVERIES}{delivery.pk}/change/").content.decode()
+    assert "held until 07:00 (Europe/Berlin)" in page
+    assert "held until 07:00 (Europe/Berlin)" in detail
