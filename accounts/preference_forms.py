@@ -47,6 +47,10 @@ class ChannelChoicesForm(forms.Form):
         self.user = user
         self.stored = preferences.of(user)
         self.grid = rules.add_choice_fields(self, chosen=self.stored)
+        for name, (category, _channel) in self.grid.items():
+            if preferences.choosable_categories()[category].required:
+                # The row's note says why its last box cannot be unticked.
+                self.fields[name].widget.attrs["aria-describedby"] = f"required-{category}"
 
     def channels(self) -> list[tuple[str, str]]:
         return [(name, rules.channel_label(name)) for name in preferences.choosable_channels()]

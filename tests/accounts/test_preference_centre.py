@@ -522,3 +522,22 @@ def test_an_email_turned_off_on_the_centre_skips_the_next_one_as_opted_out(signe
     assert sent.queued == ("telegram",)
     email = NotificationDelivery.objects.get(notification=sent.notification, channel="email")
     assert (email.status, email.skip_reason) == (Status.SKIPPED, "opted_out")
+
+
+def test_the_staff_pages_render_for_an_editor_and_a_viewer(editor, viewer, ada):
+    Recipient.objects.create(user=ada)
+    for client in (editor, viewer):
+        for url in (
+            ADMIN,
+            f"{ADMIN}{ada.pk}/change/",
+            f"/ru{ADMIN}",
+            f"/de{ADMIN}{ada.pk}/change/",
+        ):
+            assert client.get(url).status_code == 200, url
+    add = text(editor.get(f"{ADMIN}add/"))
+    assert 'name="user"' in add and 'name="on-security-email"' in add
+    assert (
+        'name="on-security-email" id="id_on-security-email" checked'
+        in editor.get(f"{ADMIN}{ada.pk}/change/").content.decode()
+    )
+    assert viewer.get(f"{ADMIN}add/").status_code == 403

@@ -101,6 +101,8 @@ def test_sign_in_and_turn_a_category_off_in_place(site, chromium, ada, prefix, w
         assert answer.value.request.headers.get("hx-request") == "true"
         page.wait_for_selector(f"#choices .section-saved:text-is('{words['saved']}')")
         assert page.evaluate("window.__stayed") is True
+        # The keyboard's place survives the swap: the button has the focus again.
+        assert page.evaluate("document.activeElement.id") == "save-choices"
         assert not page.is_checked("#id_on-account-email")
         assert preferences.of(ada).enabled("account", "email") is False
 
