@@ -180,9 +180,13 @@ def test_without_javascript_a_section_posts_the_page_and_comes_back(site, chromi
 
 @pytest.mark.parametrize("width", [390, 1440])
 def test_nothing_scrolls_sideways(site, chromium, ada, prefix, words, width):
+    # An address of one long word, which the page must break.
+    ada.email = "ada.lovelace.analytical.engine.notes@" + "sub-domain." * 4 + "example.com"
+    ada.save()
     context, page = tab(chromium, viewport={"width": width, "height": 900})
     try:
         sign_in_through_the_centre(page, site, prefix=prefix, words=words)
+        assert ada.email in page.text_content("#addresses")
         assert no_sideways_scroll(page)
         grid_display = page.evaluate(
             "getComputedStyle(document.querySelector('.preference-grid tr')).display"
