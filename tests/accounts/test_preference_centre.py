@@ -392,6 +392,12 @@ def test_a_body_that_is_not_utf8_gets_no_500(signed_in, section):
     assert response.status_code < 500
 
 
+def test_a_post_of_too_many_fields_is_refused_before_any_form_reads_it(signed_in):
+    data = {"section": "choices", **{f"on-x-{n}": "on" for n in range(1500)}}
+    assert signed_in.post(CENTRE, data).status_code == 400
+    assert not ChannelPreference.objects.exists()
+
+
 def test_a_post_without_the_csrf_token_is_refused(ada):
     client = Client(enforce_csrf_checks=True)
     client.force_login(ada)
