@@ -63,6 +63,7 @@ def test_running_the_demo_job_runs_it_once_as_the_visitors_and_shows_the_run_at_
         "failed",
         "dead",
         "cancelled",
+        "skipped",
     }
     body = response.content.decode()
     assert f'data-run-id="{run.pk}"' in body
