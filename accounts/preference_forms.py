@@ -15,9 +15,9 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from notifications import forms as rules
 from notifications import preferences
-from notifications.admin import preferences as rules
-from notifications.admin.addresses import ChannelAddressForm
+from notifications.forms import ChannelAddressForm
 from notifications.models import ChannelAddress, Recipient
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import time
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
@@ -96,7 +97,7 @@ def choose(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
             raise ValidationError(_("Unknown channel %(name)r.") % {"name": channel})
     with transaction.atomic():
         # The user's row locked first, so two saves at once cannot each leave one channel on.
-        type(user)._default_manager.select_for_update().filter(pk=user.pk).exists()
+        get_user_model()._default_manager.select_for_update().filter(pk=user.pk).exists()
         after = Preferences(choices={**of(user).choices, **choices})
         for name, category in CATEGORIES.items():
             if category.required and not any(after.enabled(name, ch) for ch in channels):

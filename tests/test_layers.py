@@ -36,6 +36,7 @@ OUTBOX_PUBLIC = {
     "notifications.backoff",
     "notifications.catalogue",
     "notifications.enqueue",
+    "notifications.forms",
     "notifications.heartbeat",
     "notifications.models",
     "notifications.outbox",

@@ -4,9 +4,6 @@ signing secrets (masked; rotated with the previous one still valid)."""
 
 from __future__ import annotations
 
-import socket
-
-from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -18,10 +15,9 @@ from django.utils.translation import gettext_lazy as _
 
 from notifications import channels
 from notifications.admin.wording import Worded
-from notifications.channels import netguard, signing
+from notifications.channels import signing
 from notifications.channels.base import ChannelError
-from notifications.channels.discord import _SNOWFLAKE
-from notifications.channels.telegram import _CHAT_ID
+from notifications.forms import ChannelAddressForm
 from notifications.models import ChannelAddress, DatabaseNow, WebhookSecret
 
 # Stored as a message id, translated when the history is read (object_history.html).
@@ -31,73 +27,6 @@ ROTATED = gettext_noop("Rotated the webhook secret.")
 def masked(secret: str) -> str:
     """Enough of a secret to tell two apart, never enough to use: whsec_…1a2b."""
     return f"{signing.PREFIX}…{secret[-4:]}" if secret else "—"
-
-
-class ChannelAddressForm(forms.ModelForm):
-    class Meta:
-        model = ChannelAddress
-        fields = ("user", "channel", "address", "is_active")
-
-    channel = forms.ChoiceField(label=_("channel"))
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        choices = [(n, n) for n in settings.DELIVERY_CHANNELS if n not in {"email", "demo"}]
-        self.fields["channel"].choices = choices
-
-    def clean(self):
-        data = super().clean()
-        channel, address = data.get("channel"), (data.get("address") or "").strip()
-        if channel == "telegram" and not _CHAT_ID.fullmatch(address):
-            self.add_error("address", _("A Telegram chat id is a number, or @ and a name."))
-        elif channel == "discord" and not _SNOWFLAKE.fullmatch(address):
-            self.add_error("address", _("A Discord user id is a number of up to 20 digits."))
-        elif channel == "webhook" and address and not self.has_error("address"):
-            # An empty or over-long address already has the field's own error.
-            self.check_webhook(address)
-        data["address"] = address
-        user, active = data.get("user"), data.get("is_active")
-        if user and channel and active and self.other_active(user=user, channel=channel):
-            # Said here, in the staff member's words: the database's unique constraint would
-            # otherwise surface as its name ("channel_addresses_one_active" is violated).
-            self.one_active_refused = True
-            self.add_error(
-                "is_active",
-                _(
-                    "%(user)s already has an active %(channel)s address. Switch that one off "
-                    "first, or save this one switched off."
-                )
-                % {"user": user, "channel": channel},
-            )
-        return data
-
-    one_active_refused = False
-
-    def other_active(self, *, user, channel: str) -> bool:
-        others = ChannelAddress.objects.filter(user=user, channel=channel, is_active=True)
-        return others.exclude(pk=self.instance.pk).exists()
-
-    def check_webhook(self, url: str) -> None:
-        """Refuse what the drain would refuse, for the same reasons: an http(s) URL whose host
-        resolves to public addresses only (loopback too where the drain may reach it)."""
-        try:
-            destination = netguard.parse_url(url)
-            netguard.resolve(
-                destination.host,
-                destination.port,
-                allow_loopback=settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK,
-            )
-        except netguard.Refused as exc:
-            self.add_error("address", exc.translated())
-        except socket.gaierror:
-            self.add_error(
-                "address",
-                _("%(host)s does not resolve: check the name.") % {"host": destination.host},
-            )
-
-    def validate_constraints(self):
-        if not self.one_active_refused:  # already said, in words (clean)
-            super().validate_constraints()
 
 
 class WebhookSecretInline(admin.StackedInline):

@@ -6,99 +6,30 @@ at least one channel, a quiet window of two different times or none).
 The choices are stored per user (ChannelPreference points at the user, not at the Recipient
 row), so they cannot be a Django inline of this admin; the change form carries them as a grid
 of boxes instead, one per category and channel, which also shows the defaults no row stores.
-The helpers here are shared with the site's own preference centre (accounts/).
+The rules it shares with the site's own preference centre (accounts/) are in
+notifications/forms.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from notifications import preferences
 from notifications.admin.wording import Worded
-from notifications.channels import signing
-from notifications.models import ChannelAddress, Recipient, WebhookSecret
-
-# What people call each channel; a channel not named here is shown by its name.
-CHANNEL_LABELS = {
-    "email": _("Email"),
-    "telegram": _("Telegram"),
-    "discord": _("Discord"),
-    "webhook": _("Webhook"),
-}
-
-
-def channel_label(name: str) -> str:
-    return str(CHANNEL_LABELS.get(name, name))
-
-
-def choice_field_name(category: str, channel: str) -> str:
-    return f"on-{category}-{channel}"
-
-
-def add_choice_fields(form: forms.BaseForm, *, chosen: preferences.Preferences) -> dict:
-    """Add a box to form for each choosable category on each choosable channel, checked as
-    chosen says; return {field name: (category, channel)}."""
-    grid = {}
-    for category in preferences.choosable_categories():
-        for channel in preferences.choosable_channels():
-            name = choice_field_name(category, channel)
-            form.fields[name] = forms.BooleanField(
-                label=channel_label(channel),
-                required=False,
-                initial=chosen.enabled(category, channel),
-            )
-            grid[name] = (category, channel)
-    return grid
-
-
-def check_quiet_hours(form: forms.BaseForm, *, start_field: str, end_field: str) -> None:
-    """Add an error to form unless its quiet window is two different times, or none."""
-    data = form.cleaned_data
-    if form.has_error(start_field) or form.has_error(end_field):
-        return
-    start, end = data.get(start_field), data.get(end_field)
-    if (start is None) != (end is None):
-        missing = end_field if end is None else start_field
-        form.add_error(missing, _("Quiet hours need both a start and an end, or neither."))
-    elif start is not None and start == end:
-        form.add_error(end_field, _("Quiet hours must end at another time than they start."))
-
-
-def clean_time_zone(value: str) -> str:
-    return preferences.validate_time_zone((value or "").strip())
-
-
-def give_webhook_secret(address: ChannelAddress) -> str | None:
-    """Make the signing secret of a webhook address that has none, and return it (to be shown
-    once); None when it has one. A webhook is only ever sent signed (WEBHOOK_NO_SECRET)."""
-    if address.channel != "webhook" or WebhookSecret.objects.filter(address=address).exists():
-        return None
-    secret = signing.new_secret()
-    WebhookSecret.objects.create(address=address, secret=secret)
-    return secret
-
-
-class _DryRun(Exception):
-    pass
-
-
-def check_choices(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
-    """Raise preferences.choose's ValidationError if it would refuse choices, storing nothing
-    (for a form that must say so before anything is saved)."""
-    try:
-        with transaction.atomic():
-            preferences.choose(user, choices=choices)
-            raise _DryRun
-    except _DryRun:
-        pass
+from notifications.forms import (
+    add_choice_fields,
+    channel_label,
+    check_choices,
+    check_quiet_hours,
+    choice_field_name,
+    clean_time_zone,
+)
+from notifications.models import Recipient
 
 
 class RecipientForm(forms.ModelForm):

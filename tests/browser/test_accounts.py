@@ -101,4 +101,4 @@ def test_ask_for_a_password_reset_from_the_sign_in_page(site, page, ada, prefix,
     page.wait_for_url(f"{site.url}{prefix}/account/password-reset/sent/")
     assert words["sent"] in page.text_content("[data-reset-sent]")
     assert csp_violations(page) == []
-    assert Notification.objects.filter(user=ada, type="security").count() == 1
+    assert Notification.objects.filter(user=ada, type="account.password_reset").count() == 1

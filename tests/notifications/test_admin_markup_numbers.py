@@ -16,7 +16,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from notifications import outbox
-from notifications.models import ChannelAddress
+from notifications.models import ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries, make_timed_run, mark_failed, mark_sent
 
 # Attributes written for people, where a number takes the reader's decimal comma.
@@ -69,6 +69,7 @@ def busy(user):
     mark_failed(claims[ids[1]], code="BAD_ADDRESS", message="x", retryable=False)
     finish(ids[2:], status="dead")
     ChannelAddress.objects.create(user=user, channel="webhook", address="https://hooks.example/")
+    Recipient.objects.create(user=user)
     Group.objects.create(name="support")
     make_timed_run()
     return ids

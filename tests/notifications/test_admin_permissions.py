@@ -12,7 +12,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from notifications.channels import signing
-from notifications.models import ChannelAddress, WebhookSecret
+from notifications.models import ChannelAddress, Recipient, WebhookSecret
 from tests.helpers import finish, make_deliveries, make_timed_run
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +41,7 @@ def world(user, django_user_model):
         address=hook, secret=signing.new_secret(), previous_secret=signing.new_secret()
     )
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    Recipient.objects.create(user=user)
     Group.objects.create(name="support")
     make_timed_run()
     return ids

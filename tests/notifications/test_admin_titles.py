@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import translation
 
 from notifications.admin.wording import Worded
-from notifications.models import ChannelAddress
+from notifications.models import ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("collected_static")]
@@ -32,6 +32,7 @@ def rows(user):
     finish(ids[:1], status="dead")
     finish(ids[1:], status="failed")
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    Recipient.objects.create(user=user)
 
 
 def logged_in(person) -> Client:
