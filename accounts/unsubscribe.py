@@ -31,9 +31,9 @@ from notifications.catalogue import CATEGORIES
 # provider's one-click POSTs, all from its few servers, are never counted together.
 REFUSED_PER_CLIENT = 20
 REFUSED_WINDOW = timedelta(minutes=15)
-# POSTs one token may make per window: a provider that retries, a reader who clicks twice.
-# Each is harmless (the second says "already"); the limit bounds the writes a replayed token
-# can cause, per token, whoever sends it.
+# Changes one token may make per window, whoever sends it: each needs the recipient to have
+# turned the category back on since, so only a recipient toggling it over and over meets the
+# limit. A POST that changes nothing (a provider's retry, a second click) is not counted.
 POSTS_PER_TOKEN = 10
 POSTS_WINDOW = timedelta(hours=1)
 
@@ -62,18 +62,21 @@ def unsubscribe(request, token: str):
         "channel": CHANNEL_NAMES.get(channel, channel),
     }
     if request.method == "POST":
-        verdict = ratelimit.hit(
-            key=f"unsubscribe:{user_id}:{category}:{channel}",
-            limit=POSTS_PER_TOKEN,
-            window=POSTS_WINDOW,
-        )
-        if not verdict.allowed:
-            return ratelimit.refuse(
-                retry_after_seconds=verdict.retry_after_seconds,
-                response=render(request, "accounts/unsubscribe_busy.html", context),
-            )
         already = not preferences.of(user).enabled(category, channel)
         if not already:
+            # Only a POST that changes something is counted: a replay of an unsubscribe that
+            # has happened writes nothing, and must not use up the budget of the recipient's
+            # own one-click POST after they turn the category back on.
+            verdict = ratelimit.hit(
+                key=f"unsubscribe:{user_id}:{category}:{channel}",
+                limit=POSTS_PER_TOKEN,
+                window=POSTS_WINDOW,
+            )
+            if not verdict.allowed:
+                return ratelimit.refuse(
+                    retry_after_seconds=verdict.retry_after_seconds,
+                    response=render(request, "accounts/unsubscribe_busy.html", context),
+                )
             try:
                 preferences.choose(user, choices={(category, channel): False})
             except ValidationError:

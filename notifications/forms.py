@@ -59,6 +59,9 @@ def check_quiet_hours(form: forms.BaseForm, *, start_field: str, end_field: str)
     if form.has_error(start_field) or form.has_error(end_field):
         return
     start, end = data.get(start_field), data.get(end_field)
+    # To the minute: "22:00:00.5" is 22:00, as the page's own inputs send it.
+    start, end = (t.replace(second=0, microsecond=0) if t else t for t in (start, end))
+    data[start_field], data[end_field] = start, end
     if (start is None) != (end is None):
         missing = end_field if end is None else start_field
         form.add_error(missing, _("Quiet hours need both a start and an end, or neither."))

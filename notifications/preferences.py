@@ -8,6 +8,7 @@ A choice is stored only where it differs from its category's default (ChannelPre
 
 from __future__ import annotations
 
+import functools
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -116,17 +117,22 @@ def choose(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
                 )
 
 
+@functools.cache
+def _place_zones() -> frozenset[str]:
+    """The IANA zones Python knows, but the ones that name no place: "localtime" (whatever
+    the server's zone is), "Factory" and "posixrules"."""
+    return frozenset(zoneinfo.available_timezones()) - {"localtime", "Factory", "posixrules"}
+
+
 def validate_time_zone(name: str) -> str:
     """name, when it is an IANA time zone both Python and the database know; else
     ValidationError. The database computes the quiet window's end in it, so its list decides."""
     if not isinstance(name, str) or not name or len(name) > TIME_ZONE_MAX or "\x00" in name:
         raise ValidationError(_("Enter a time zone such as Europe/Berlin."))
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    if name not in _place_zones():
         raise ValidationError(
             _("%(name)s is not a time zone; enter one such as Europe/Berlin.") % {"name": name}
-        ) from None
+        )
     with connection.cursor() as cursor:
         cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = %s)", [name])
         (known,) = cursor.fetchone()

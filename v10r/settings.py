@@ -371,6 +371,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+# Messages are kept in the session (in the database), not in a cookie: a message may carry a
+# secret shown once (a new webhook signing secret), and a cookie is signed, not encrypted.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 ROOT_URLCONF = "v10r.urls"
 WSGI_APPLICATION = "v10r.wsgi.application"

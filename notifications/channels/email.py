@@ -383,7 +383,14 @@ def _header_text(text: str, name: str) -> str | Header:
             f"{name} contains {found.group()!r}: header values may not contain line breaks "
             "or other control characters (such as a linefeed or carriage return)"
         )
-    if text.isascii() and all(len(word) <= _LONGEST_WORD for word in text.split()):
+    # Plain ASCII goes as it is, unless it holds what a reader would decode as an encoded
+    # word ("=?utf-8?q?...?="): a name chosen to look like another subject is encoded, so it
+    # is shown as typed.
+    if (
+        text.isascii()
+        and "=?" not in text
+        and all(len(word) <= _LONGEST_WORD for word in text.split())
+    ):
         return text
     return Header(text, _UTF8, header_name=name)
 

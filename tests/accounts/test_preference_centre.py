@@ -217,6 +217,10 @@ def test_quiet_hours_are_emptied_by_leaving_both_blank(signed_in, ada):
         ({"time_zone": "x" * 65}, "at most 64 characters"),
         ({"time_zone": "Europe/Berlin\x00"}, "Null characters are not allowed."),
         ({"time_zone": "../../etc/passwd"}, "is not a time zone"),
+        # Names Python and the database know that name no place.
+        ({"time_zone": "localtime"}, "is not a time zone"),
+        ({"time_zone": "Factory"}, "is not a time zone"),
+        ({"time_zone": "posix/Europe/Berlin"}, "is not a time zone"),
         ({"quiet_start": "22:00"}, "Quiet hours need both a start and an end, or neither."),
         ({"quiet_end": "07:00"}, "Quiet hours need both a start and an end, or neither."),
         (
@@ -237,6 +241,15 @@ def test_a_bad_time_zone_or_window_is_refused_and_the_users_values_kept(
     assert not Recipient.objects.filter(user=ada).exists()
     if fields.get("time_zone") == "Mars/Olympus":
         assert 'value="Mars/Olympus"' in response.content.decode()
+
+
+def test_quiet_hours_are_kept_to_the_minute(signed_in, ada):
+    save(signed_in, "quiet", quiet(quiet_start="22:00:00.5", quiet_end="07:00:59"))
+    recipient = Recipient.objects.get(user=ada)
+    assert (recipient.quiet_start.isoformat(), recipient.quiet_end.isoformat()) == (
+        "22:00:00",
+        "07:00:00",
+    )
 
 
 def test_a_refusal_in_german_is_german(signed_in):
