@@ -299,6 +299,9 @@ def test_the_admin_lists_a_skipped_row_with_its_reason_and_filters_by_reason(
     skipped = NotificationDelivery.objects.get(channel="email")
     detail = admin_client.get(f"{DELIVERIES}{skipped.pk}/change/").content.decode()
     assert "opted out" in detail
+    # The notification's own page lists its deliveries with the same words.
+    page = f"/admin/notifications/notification/{skipped.notification_id}/change/"
+    assert "skipped (opted out)" in admin_client.get(page).content.decode()
 
 
 def test_the_admin_shows_a_held_row_held_until_the_windows_end_in_the_recipients_zone(
