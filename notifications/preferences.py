@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
 from notifications.catalogue import CATEGORIES
-from notifications.models import DEMO_CHANNEL, ChannelPreference, Recipient
+from notifications.models import DEMO_CHANNEL, ChannelPreference
 
 # The channels that interrupt (a phone buzzes): quiet hours always hold them. Email waits in
 # an inbox, so it is held only when the recipient asks (Recipient.quiet_email).
@@ -53,24 +53,34 @@ class Preferences:
         return channel in INTERRUPTING or (channel == "email" and self.quiet_email)
 
 
+# A recipient's settings row (kind 's') and their stored choices (kind 'c'), in one statement:
+# enqueue reads them for every notification.
+_PREFERENCES_SQL = """
+SELECT 's', time_zone, quiet_start, quiet_end, quiet_email, NULL, NULL, NULL
+FROM notifications.recipients WHERE user_id = %(user)s
+UNION ALL
+SELECT 'c', NULL, NULL, NULL, NULL, category, channel, enabled
+FROM notifications.channel_preferences WHERE user_id = %(user)s
+""".strip()
+
+
 def of(user) -> Preferences:
-    """The preferences of user (a saved user or a user id)."""
+    """The preferences of user (a saved user or a user id), in one statement."""
     user_id = getattr(user, "pk", user)
-    recipient = Recipient.objects.filter(user_id=user_id).first()
-    choices = {
-        (category, channel): enabled
-        for category, channel, enabled in ChannelPreference.objects.filter(
-            user_id=user_id
-        ).values_list("category", "channel", "enabled")
-    }
-    if recipient is None:
+    settings_row = None
+    choices = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_PREFERENCES_SQL, {"user": user_id})
+        for kind, zone, start, end, email, category, channel, enabled in cursor.fetchall():
+            if kind == "s":
+                settings_row = (zone, start, end, email)
+            else:
+                choices[(category, channel)] = enabled
+    if settings_row is None:
         return Preferences(choices=choices)
+    zone, start, end, email = settings_row
     return Preferences(
-        time_zone=recipient.time_zone,
-        quiet_start=recipient.quiet_start,
-        quiet_end=recipient.quiet_end,
-        quiet_email=recipient.quiet_email,
-        choices=choices,
+        time_zone=zone, quiet_start=start, quiet_end=end, quiet_email=email, choices=choices
     )
 
 

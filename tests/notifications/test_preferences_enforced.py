@@ -170,13 +170,13 @@ def test_an_unknown_type_is_refused_naming_the_known_ones(db, user):
     assert Notification.objects.count() == 0
 
 
-def test_enqueue_reads_the_preferences_in_two_queries_and_writes_in_two(db, user):
+def test_enqueue_reads_the_preferences_in_one_query_and_writes_in_two(db, user):
     with CaptureQueriesContext(connection) as queries:
         welcome(user, channels=["email"])
     statements = [q["sql"].split()[0] for q in queries.captured_queries]
     statements = [s for s in statements if s not in {"SAVEPOINT", "RELEASE"}]
-    # The recipient's settings and choices; the notification and its deliveries.
-    assert statements == ["SELECT", "SELECT", "INSERT", "INSERT"]
+    # The recipient's settings and choices together; the notification and its deliveries.
+    assert statements == ["SELECT", "INSERT", "INSERT"]
 
 
 def test_add_channels_keeps_the_preferences_too(db, user):
