@@ -257,3 +257,30 @@ def check_catalogue(app_configs=None, **kwargs):
         if channel not in known
     ]
     return errors
+
+
+@register(deploy=True)
+def check_unsubscribe_origin(app_configs=None, **kwargs):
+    """The one-click unsubscribe link (RFC 8058) needs an HTTPS origin to point at: emails
+    are sent by a drain, which has no request to take a host from."""
+    if "email" not in settings.DELIVERY_CHANNELS:
+        return []
+    if not settings.SITE_ORIGIN:
+        return [
+            Warning(
+                "SITE_ORIGIN is not set: emails go without List-Unsubscribe headers and their "
+                "footer has no link to the preference centre.",
+                hint="Set SITE_ORIGIN to the site's public HTTPS origin (docs/unsubscribe.md).",
+                id="notifications.W002",
+            )
+        ]
+    if not settings.SITE_ORIGIN.startswith("https://"):
+        return [
+            Warning(
+                f"SITE_ORIGIN is {settings.SITE_ORIGIN!r}: RFC 8058 wants an HTTPS "
+                "List-Unsubscribe link, and mail providers may ignore a plain-HTTP one.",
+                hint="Serve the site over HTTPS and set SITE_ORIGIN to its https:// origin.",
+                id="notifications.W003",
+            )
+        ]
+    return []

@@ -259,7 +259,10 @@ def test_the_last_run_is_recorded(rows):
 def test_dry_run_counts_and_deletes_nothing(rows, capsys):
     call_command("prune_outbox", "--dry-run", "--sent-days", "30", "--finished-days", "90")
     out = capsys.readouterr().out
-    assert "Due: 3 sent deliveries older than 30 days, 6 failed or dead older than 90 days" in out
+    assert (
+        "Due: 3 sent and 0 skipped deliveries older than 30 days, 6 failed, dead or cancelled "
+        "older than 90 days"
+    ) in out
     assert NotificationDelivery.objects.count() == 24
 
 

@@ -26,6 +26,8 @@ PRODUCTION = {
     "DATABASE_URL": "postgres://v10r:secret@db.internal:5432/v10r",
     # No bot tokens here, so no bot channels: a configured one without its token warns.
     "V10R_CHANNELS": "email,webhook,demo",
+    # The emails' links (the reset, one-click unsubscribe) point here.
+    "SITE_ORIGIN": "https://v10r.example",
 }
 
 
@@ -46,6 +48,17 @@ def test_the_deploy_checks_bite_when_a_production_setting_is_weakened():
     result = manage("check", "--deploy", "--fail-level", "WARNING", env=weakened)
     assert result.returncode != 0
     assert "security.W004" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("origin", "check"), [("", "notifications.W002"), ("http://v10r.example", "notifications.W003")]
+)
+def test_the_deploy_checks_want_an_https_origin_for_the_emails_links(origin, check):
+    result = manage(
+        "check", "--deploy", "--fail-level", "WARNING", env={**PRODUCTION, "SITE_ORIGIN": origin}
+    )
+    assert result.returncode != 0
+    assert check in result.stderr
 
 
 def read_settings(monkeypatch, **env: str) -> dict:

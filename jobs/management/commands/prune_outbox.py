@@ -76,8 +76,9 @@ class Command(BaseCommand):
         if dry_run:
             due = retention.due(policy)
             self.stdout.write(
-                f"Due: {due['sent']} sent deliveries older than {policy.keep_sent.days} days, "
-                f"{due['finished']} failed or dead older than {policy.keep_finished.days} days, "
+                f"Due: {due['sent']} sent and {due['skipped']} skipped deliveries older than "
+                f"{policy.keep_sent.days} days, {due['finished']} failed, dead or cancelled "
+                f"older than {policy.keep_finished.days} days, "
                 f"{due['empty_notifications']} notifications with no delivery. "
                 "Nothing was deleted (--dry-run)."
             )
