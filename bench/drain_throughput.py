@@ -13,7 +13,10 @@ Beside it, in the same runs, two yardsticks:
   anew: this side shows what that costs.
 
 Medians of 3 runs; each run drains every configuration with both the project and the plain
-loop, so a noisy moment on a shared machine lands on both.
+loop, so a noisy moment on a shared machine lands on both. Beside the rates, the CPU time a
+delivery cost: the draining processes' own and their database backends' (read from /proc, so
+only for a server on this machine), which moves far less than a rate with whatever else the
+machine runs.
 
     make bench            # or: .venv/bin/python bench/drain_throughput.py
                           #     [--rows N] [--runs N] [--configs 1x25,2x100]
@@ -33,6 +36,7 @@ import queue
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -85,6 +89,30 @@ def fill(url: str, rows: int) -> None:
         db.execute("VACUUM ANALYZE notifications.notification_deliveries")
 
 
+class CPUClock:
+    """The CPU time this process and its database backend have spent, in seconds: what a
+    drain costs the machine, whatever else the machine runs meanwhile. The backend's is read
+    from /proc, so only on a server on this machine (None elsewhere)."""
+
+    def __init__(self, backend_pid: int) -> None:
+        self.stat = Path(f"/proc/{backend_pid}/stat")
+        self.began = self.read()
+
+    def read(self) -> tuple[float, float | None]:
+        try:
+            # utime and stime, the 14th and 15th fields, after the ")" that ends the name.
+            fields = self.stat.read_text().rsplit(")", 1)[1].split()
+            backend = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            backend = None
+        return time.process_time(), backend
+
+    def spent(self) -> tuple[float, float | None]:
+        (client0, backend0), (client1, backend1) = self.began, self.read()
+        backend = None if backend0 is None or backend1 is None else backend1 - backend0
+        return client1 - client0, backend
+
+
 def setup_django(url: str) -> None:
     os.environ.update(environment(url))
     os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
@@ -115,9 +143,12 @@ def worker(url: str, batch_size: int, ready, start, results) -> None:
         interval=timedelta(seconds=settings.DELIVERY_INTERVAL_SECONDS),
         policy=Policy.from_settings().with_changes(batch_size=batch_size),
     )
-    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (backend_pid,) = cursor.fetchone()
     ready.release()
     start.wait()
+    clock = CPUClock(backend_pid)
     drained = 0
     hurried = False
     while True:
@@ -128,7 +159,7 @@ def worker(url: str, batch_size: int, ready, start, results) -> None:
         hurried = report.more_due
         if report.claimed == 0:
             break
-    results.put((drained, time.perf_counter()))
+    results.put((drained, time.perf_counter(), *clock.spent()))
     loop.close()
 
 
@@ -151,8 +182,10 @@ def plain_worker(url: str, batch_size: int, ready, start, results, *, prepare: b
     # pooling does not keep). prepare=False turns it off here too.
     threshold = {} if prepare else {"prepare_threshold": None}
     with psycopg.connect(url, autocommit=True, **threshold) as db:
+        backend_pid = db.info.backend_pid
         ready.release()
         start.wait()
+        clock = CPUClock(backend_pid)
         written = 0
 
         def write(ids: list[int], fences: list[int], provider_ids: list[str]) -> int:
@@ -197,7 +230,8 @@ def plain_worker(url: str, batch_size: int, ready, start, results, *, prepare: b
                     last_flush = time.monotonic()
             if ids:
                 written += write(ids, fences, provider_ids)
-    results.put((written, time.perf_counter()))
+        spent = clock.spent()
+    results.put((written, time.perf_counter(), *spent))
 
 
 def unprepared_worker(url: str, batch_size: int, ready, start, results) -> None:
@@ -205,8 +239,9 @@ def unprepared_worker(url: str, batch_size: int, ready, start, results) -> None:
     plain_worker(url, batch_size, ready, start, results, prepare=False)
 
 
-def timed_run(url: str, target, *, processes: int, batch_size: int, rows: int) -> float:
-    """Fill the queue, drain it with processes running target; return deliveries/s."""
+def timed_run(url: str, target, *, processes: int, batch_size: int, rows: int) -> Measured:
+    """Fill the queue, drain it with processes running target; return deliveries/s and the
+    CPU time a delivery took."""
     fill(url, rows)
     context = multiprocessing.get_context("spawn")
     ready = context.Semaphore(0)
@@ -237,12 +272,26 @@ def timed_run(url: str, target, *, processes: int, batch_size: int, rows: int) -
                 raise RuntimeError(f"{target.__name__} failed or hung; see its traceback") from None
     for p in procs:
         p.join()
-    total = sum(count for count, _ in finished)
+    total = sum(count for count, *_ in finished)
     if total != rows:
         raise RuntimeError(f"{target.__name__} drained {total} of {rows} deliveries")
     check_all_sent(url, rows=rows, by=target.__name__)
-    elapsed = max(end for _, end in finished) - began
-    return rows / elapsed
+    elapsed = max(end for _, end, *_ in finished) - began
+    client = sum(spent for *_, spent, _ in finished)
+    backends = [spent for *_, spent in finished]
+    backend = None if None in backends else sum(backends)
+    return Measured(rows / elapsed, client / rows, None if backend is None else backend / rows)
+
+
+@dataclass(frozen=True)
+class Measured:
+    rate: float  # deliveries per second
+    client_cpu: float  # CPU seconds a delivery cost the draining processes
+    backend_cpu: float | None  # and their database backends (None: not on this machine)
+
+    @property
+    def cpu(self) -> float | None:
+        return None if self.backend_cpu is None else self.client_cpu + self.backend_cpu
 
 
 def check_all_sent(url: str, *, rows: int, by: str) -> None:
@@ -322,9 +371,12 @@ def main() -> None:
 
     url = server_url(args.database)
     prepare_database(url)
-    project: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
-    plain: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
-    unprepared: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+    sides = {"drain": worker, "plain": plain_worker}
+    if args.unprepared:
+        sides["unprepared"] = unprepared_worker
+    measured: dict[str, dict[tuple[int, int], list[Measured]]] = {
+        side: {c: [] for c in configs} for side in sides
+    }
     baseline: list[float] = []
     # Interleave the configurations run by run, and within each the project and the plain
     # loop, taking turns at going first, so drift on this shared machine does not favour one.
@@ -332,18 +384,31 @@ def main() -> None:
         fill(url, args.rows)
         baseline.append(baseline_run(url, updates=args.rows))
         for processes, batch in configs:
-            sides = [(worker, project), (plain_worker, plain)]
-            if args.unprepared:
-                sides.append((unprepared_worker, unprepared))
-            for target, measured in sides if run % 2 == 0 else reversed(sides):
-                rate = timed_run(url, target, processes=processes, batch_size=batch, rows=args.rows)
-                measured[(processes, batch)].append(rate)
+            order = list(sides.items())
+            for side, target in order if run % 2 == 0 else reversed(order):
+                result = timed_run(
+                    url, target, processes=processes, batch_size=batch, rows=args.rows
+                )
+                measured[side][(processes, batch)].append(result)
         print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
 
+    def rate(side: str, c) -> float:
+        return statistics.median(m.rate for m in measured[side][c])
+
+    def paired(side: str, c, of=lambda m: m.rate) -> list[float]:
+        # The ratio to a yardstick pairs each run's drains, which ran back to back.
+        return [of(a) / of(b) for a, b in zip(measured["drain"][c], measured[side][c], strict=True)]
+
+    def cpu_cell(runs: list[Measured]) -> str:
+        client = statistics.median(m.client_cpu for m in runs) * 1e6
+        backend = statistics.median(m.backend_cpu for m in runs) * 1e6
+        return f"{client:.1f} + {backend:.1f}"
+
+    def spread(ratios: list[float]) -> str:
+        return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
+
     base = statistics.median(baseline)
-    rates = {c: (statistics.median(project[c]), statistics.median(plain[c])) for c in configs}
-    # The ratio to the plain loop pairs each run's two drains, which ran back to back.
-    ratios = {c: [a / b for a, b in zip(project[c], plain[c], strict=True)] for c in configs}
+    ratios = {c: paired("plain", c) for c in configs}
     print(f"\nDrain throughput, {args.rows:,} deliveries, no-op channel, medians of {args.runs}")
     print("(drain / plain: the median of each run's ratio, and their range)\n")
     print(
@@ -353,22 +418,33 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     print(f"| baseline: single-row UPDATE transactions, 1 client | {base:,.0f} | | | 1.00 | |")
     for c in configs:
-        drained, looped = rates[c]
-        paired = f"{statistics.median(ratios[c]):.2f} ({min(ratios[c]):.2f}–{max(ratios[c]):.2f})"
+        drained, looped = rate("drain", c), rate("plain", c)
         print(
-            f"| {c[0]} process(es), batch {c[1]} | {drained:,.0f} | {looped:,.0f} | {paired} "
-            f"| {drained / base:.2f} | {looped / base:.2f} |"
+            f"| {c[0]} process(es), batch {c[1]} | {drained:,.0f} | {looped:,.0f} "
+            f"| {spread(ratios[c])} | {drained / base:.2f} | {looped / base:.2f} |"
         )
     if args.unprepared:
         print("\nThe plain loop with no statement prepared (as Django's backend runs them):\n")
         print("| configuration | plain, unprepared /s | drain / unprepared |")
         print("| --- | ---: | ---: |")
         for c in configs:
-            paired = [a / b for a, b in zip(project[c], unprepared[c], strict=True)]
             print(
-                f"| {c[0]} process(es), batch {c[1]} | {statistics.median(unprepared[c]):,.0f} "
-                f"| {statistics.median(paired):.2f} ({min(paired):.2f}–{max(paired):.2f}) |"
+                f"| {c[0]} process(es), batch {c[1]} | {rate('unprepared', c):,.0f} "
+                f"| {spread(paired('unprepared', c))} |"
             )
+    # What a delivery cost in CPU time, the drain's processes and their database backends
+    # together: unlike a rate, this hardly moves with what else the machine runs.
+    if all(m.cpu is not None for side in measured.values() for runs in side.values() for m in runs):
+        print("\nCPU time per delivery, µs, the draining processes + their database backends")
+        print("(plain / drain: the median of each run's ratio, and their range)\n")
+        header = " | ".join(f"{side}" for side in sides)
+        print(f"| configuration | {header} | plain / drain |")
+        print("| --- | " + "---: | " * len(sides) + "---: |")
+        for c in configs:
+            cells = " | ".join(cpu_cell(measured[side][c]) for side in sides)
+            cost = [1 / r for r in paired("plain", c, of=lambda m: m.cpu)]
+            print(f"| {c[0]} process(es), batch {c[1]} | {cells} | {spread(cost)} |")
+    rates = {c: (rate("drain", c), rate("plain", c)) for c in configs}
     print("\nTargets (the drain_outbox loop):")
     for processes, batch, minimum, against in TARGETS:
         goal = f"{processes} × {batch} ≥ {minimum}× {against}"
