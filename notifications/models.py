@@ -495,7 +495,8 @@ class Recipient(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user_id} ({self.language})"
+        # Staff read it as the page's title and in its history: the person, by username.
+        return self.user.get_username()
 
 
 class ChannelPreference(models.Model):

@@ -214,16 +214,18 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
             language=get_language(),
         ).subject
 
+    # On a change page a readonly method's None is printed as "None"; the admin's own mark for
+    # an empty value is shown instead, as for the row's other empty fields.
     @admin.display(description=_("next attempt"), ordering="next_attempt_at")
     def next_attempt(self, delivery):
-        return next_attempt(delivery)
+        return next_attempt(delivery) or self.get_empty_value_display()
 
     @admin.display(description=_("quiet hours"))
     def held(self, delivery):
         """When the recipient's quiet hours let it go, on their clock (whether or not it has
         been sent since)."""
         if delivery.held_until is None:
-            return None
+            return self.get_empty_value_display()
         return held_note(delivery, delivery.recipient_time_zone)
 
     @admin.display(description=_("status"), ordering="status")

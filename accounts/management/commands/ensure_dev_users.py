@@ -40,6 +40,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Demo users (sign in at /account/sign-in/): {', '.join(ready)} / {PASSWORD}"
             )
+            self.stdout.write("Their email addresses are <name>@localhost, such as ada@localhost.")
         if theirs:
             self.stdout.write(
                 "Demo users with passwords of their own (reset at /account/password-reset/): "
