@@ -83,7 +83,9 @@ class ChannelChoicesForm(forms.Form):
     def save(self) -> bool:
         """Store the choices; False, with the refusal among the form's errors, when
         preferences.choose refuses them (a required category left on no channel)."""
-        choices = {pair: bool(self.cleaned_data.get(name)) for name, pair in self.grid.items()}
+        # The boxes changed on this page only: one left as it was is whatever the user chose
+        # since it was loaded (an unsubscribe link in another tab), which must stand.
+        choices = rules.changed_choices(self, self.grid)
         try:
             preferences.choose(self.user, choices=choices)
         except ValidationError as exc:

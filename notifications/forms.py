@@ -48,9 +48,26 @@ def add_choice_fields(form: forms.BaseForm, *, chosen: preferences.Preferences) 
                 label=channel_label(channel),
                 required=False,
                 initial=chosen.enabled(category, channel),
+                # The page carries each box's value as it was when loaded (changed_choices).
+                show_hidden_initial=True,
             )
             grid[name] = (category, channel)
     return grid
+
+
+def changed_choices(form: forms.BaseForm, grid: Mapping[str, tuple[str, str]]) -> dict:
+    """The boxes of grid the reader changed: (category, channel) → on. Each box is compared
+    with its value when the page was loaded (its hidden initial), or, from a client that does
+    not send one, with the value stored now; a box left as it was is not a choice, so what the
+    user chose elsewhere meanwhile (an unsubscribe link, another tab) stands."""
+    changed = {}
+    for name, pair in grid.items():
+        field, now = form.fields[name], bool(form.cleaned_data.get(name))
+        shown = form[name].html_initial_name
+        before = field.to_python(form.data[shown]) if shown in form.data else field.initial
+        if now != bool(before):
+            changed[pair] = now
+    return changed
 
 
 def check_quiet_hours(form: forms.BaseForm, *, start_field: str, end_field: str) -> None:

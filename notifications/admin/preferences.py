@@ -13,7 +13,7 @@ notifications/forms.py.
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext, ngettext_lazy
@@ -23,6 +23,7 @@ from notifications import preferences
 from notifications.admin.wording import Worded
 from notifications.forms import (
     add_choice_fields,
+    changed_choices,
     channel_label,
     check_choices,
     check_quiet_hours,
@@ -58,7 +59,10 @@ class RecipientForm(forms.ModelForm):
         return data
 
     def choices(self) -> dict[tuple[str, str], bool]:
-        return {pair: bool(self.cleaned_data.get(name)) for name, pair in self.grid.items()}
+        """The boxes staff changed, and only those: the others are whatever the user chose
+        meanwhile (an unsubscribe link while the form was open), or, on the add form, the
+        defaults shown for a user not chosen yet."""
+        return changed_choices(self, self.grid)
 
     def validate_constraints(self):
         # The quiet window's CHECK is said in words by clean(), not by the constraint's name.
@@ -106,7 +110,7 @@ class RecipientAdmin(Worded, admin.ModelAdmin):
                 )
             },
         )
-        if not self.has_change_permission(request, obj):
+        if obj is not None and not self.has_change_permission(request, obj):
             # Read-only, the grid is shown in words (read-only fields must be attributes).
             return [settings_fieldset, (_("What reaches them"), {"fields": ("channel_choices",)})]
         return [
@@ -161,4 +165,9 @@ class RecipientAdmin(Worded, admin.ModelAdmin):
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
         if hasattr(form, "grid"):
-            preferences.choose(form.instance.user, choices=form.choices())
+            try:
+                preferences.choose(form.instance.user, choices=form.choices())
+            except ValidationError as exc:
+                # clean() checked the same choices; only a save of the user's own in between
+                # (the preference centre, an unsubscribe link) gets here.
+                messages.error(request, " ".join(exc.messages))

@@ -560,3 +560,63 @@ def test_the_staff_pages_render_for_an_editor_and_a_viewer(editor, viewer, ada):
         in editor.get(f"{ADMIN}{ada.pk}/change/").content.decode()
     )
     assert viewer.get(f"{ADMIN}add/").status_code == 403
+
+
+# --- A save changes only what its reader changed -----------------------------------------------
+
+
+def loaded(choices: dict[tuple[str, str], bool]) -> dict[str, str]:
+    """The hidden initial values a page carries for each box, as it was when loaded."""
+    return {
+        f"initial-on-{cat}-{ch}": str(
+            choices.get((cat, ch), preferences.Preferences().enabled(cat, ch))
+        )
+        for cat in preferences.choosable_categories()
+        for ch in preferences.choosable_channels()
+    }
+
+
+def test_a_page_left_open_does_not_undo_an_unsubscribe_made_since(signed_in, ada):
+    # The page was loaded with every default on; then an email's unsubscribe link turned
+    # account email off; then the reader saves the page, changing Telegram only.
+    page = signed_in.get(CENTRE).content.decode()
+    assert 'name="initial-on-account-email" value="True"' in page
+    before = loaded({})
+    preferences.choose(ada, choices={("account", "email"): False})
+    data = {**grid(off=[("account", "telegram")]), **before}
+    assert save(signed_in, "choices", data).status_code == 302
+    assert preferences.of(ada).enabled("account", "email") is False
+    assert preferences.of(ada).enabled("account", "telegram") is False
+
+
+def test_a_staff_save_does_not_undo_an_unsubscribe_made_while_the_form_was_open(editor, ada):
+    recipient = Recipient.objects.create(user=ada)
+    before = loaded({})
+    preferences.choose(ada, choices={("account", "email"): False})
+    data = {**admin_form(recipient, language="de"), **before}
+    response = editor.post(f"{ADMIN}{ada.pk}/change/", data)
+    assert response.status_code == 302, text(response)
+    assert preferences.of(ada).enabled("account", "email") is False
+    recipient.refresh_from_db()
+    assert recipient.language == "de"
+
+
+def test_adding_settings_for_a_user_keeps_the_choices_they_made(editor, ada):
+    # An unsubscribe link stores a choice without a settings row; staff then add the row.
+    preferences.choose(ada, choices={("account", "email"): False})
+    data = {"user": ada.pk, "language": "en", "time_zone": "UTC", **grid(), **loaded({})}
+    response = editor.post(f"{ADMIN}add/", data)
+    assert response.status_code == 302, text(response)
+    assert preferences.of(ada).enabled("account", "email") is False
+
+
+def test_staff_who_may_add_but_not_change_get_the_add_form(django_user_model, ada):
+    person = django_user_model.objects.create_user("adder", is_staff=True)
+    person.user_permissions.set(
+        Permission.objects.filter(codename__in=["add_recipient", "view_recipient"])
+    )
+    client = Client()
+    client.force_login(person)
+    page = client.get(f"{ADMIN}add/")
+    assert page.status_code == 200
+    assert 'name="on-account-email"' in page.content.decode()
