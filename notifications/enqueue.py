@@ -170,10 +170,17 @@ def _address_source(path: str) -> AddressSource:
     return import_string(path).address_source
 
 
-def _decide(*, user, kind: str, names: list[str] | None, when: datetime | None = None):
+def _decide(
+    *,
+    user,
+    kind: str,
+    names: list[str] | None,
+    when: datetime | None = None,
+    reached: bool = False,
+):
     """Which of names (None: the user's own) are queued for user, and why the others are not.
 
-    Reads the preferences (two queries), the user's addresses when a channel needs one (one),
+    Reads the preferences (one query), the user's addresses when a channel needs one (one),
     and the end of the quiet window when a queued channel is held (one)."""
     category_name = catalogue.MESSAGES[kind].category
     category = catalogue.CATEGORIES[category_name]
@@ -206,7 +213,9 @@ def _decide(*, user, kind: str, names: list[str] | None, when: datetime | None =
         if reason is None and not prefs.enabled(category_name, name):
             reason = SkipReason.OPTED_OUT
         reasons[name] = reason
-    if category.required and all(reasons.values()):
+    # reached: the notification goes out on a channel already (add_channels), so the rule
+    # below has nothing to keep.
+    if category.required and all(reasons.values()) and not reached:
         # A required category is never muted: its first reachable channel stays on whatever
         # the stored choices say (the preference centre refuses to save that, but a channel's
         # address may have gone since).
@@ -343,11 +352,10 @@ def add_channels(
     kind = notification.message_key
     if kind not in catalogue.MESSAGES:
         raise ValueError(f"The notification's message {kind!r} is no longer in the catalogue.")
-    present = set(
-        notification.deliveries.filter(channel__in=names).values_list("channel", flat=True)
-    )
+    present = dict(notification.deliveries.values_list("channel", "status"))
     names = [n for n in names if n not in present]
     if not names:
         return Enqueued(notification=notification)
-    decisions = _decide(user=notification.user, kind=kind, names=names, when=when)
+    reached = any(status != Status.SKIPPED for status in present.values())
+    decisions = _decide(user=notification.user, kind=kind, names=names, when=when, reached=reached)
     return _write(notification, decisions, lane=lane, when=when)

@@ -43,6 +43,19 @@ def validate(name: str):
     return migrations.RunSQL(sql, migrations.RunSQL.noop)
 
 
+def refuse_to_drop_skipped_rows(apps, schema_editor):
+    """Going back to 0007 with skipped rows would leave rows of a status it does not know,
+    under a CHECK that no longer holds; say so before anything is undone."""
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {DELIVERIES} WHERE status = 'skipped'")
+        (skipped,) = cursor.fetchone()
+    if skipped:
+        raise RuntimeError(
+            f"{skipped} deliveries are skipped, a status 0007 does not know. To go back, "
+            f"delete them first: DELETE FROM {DELIVERIES} WHERE status = 'skipped';"
+        )
+
+
 class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
 
@@ -223,4 +236,6 @@ class Migration(migrations.Migration):
                 name="deliveries_skipped",
             ),
         ),
+        # Last, so that reversing runs it first.
+        migrations.RunPython(migrations.RunPython.noop, refuse_to_drop_skipped_rows),
     ]

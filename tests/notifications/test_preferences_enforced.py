@@ -187,6 +187,28 @@ def test_add_channels_keeps_the_preferences_too(db, user):
     assert rows(notification) == [("email", "skipped", "opted_out"), ("recording", "pending", "")]
 
 
+def test_a_required_category_already_sent_elsewhere_keeps_an_added_channel_off(db, user):
+    # Security off on email, on elsewhere: the notification goes out on "recording"; adding
+    # email later must not send it there against the choice, since it reaches the user already.
+    preferences.choose(user, choices={("security", "email"): False})
+    notification = reset(user, channels=["recording"]).notification
+    added = add_channels(notification=notification, channels=["email"])
+    assert (added.queued, added.skipped) == ((), {"email": "opted_out"})
+
+
+def test_a_required_category_skipped_everywhere_so_far_is_kept_on_an_added_channel(db, user):
+    preferences.choose(user, choices={("security", "recording"): False})
+    notification = reset(user, channels=["recording"]).notification
+    assert rows(notification) == [("recording", "pending", "")]  # the first is kept
+    # A notification whose only row was skipped (no address) gets its next channel kept.
+    user.email = ""
+    user.save()
+    other = reset(user, channels=["email"]).notification
+    assert rows(other) == [("email", "skipped", "no_address")]
+    added = add_channels(notification=other, channels=["recording"])
+    assert added.queued == ("recording",)
+
+
 # --- Quiet hours ----------------------------------------------------------------------------
 
 
