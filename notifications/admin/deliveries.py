@@ -10,7 +10,8 @@ import uuid
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db.models import F, Q
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
@@ -203,7 +204,10 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
 
     @admin.display(description=_("type"), ordering="notification__type")
     def notification_type(self, delivery):
-        return delivery.notification.type
+        # A type is a catalogue key ("account.password_reset"): it may break after a dot, so a
+        # narrow list wraps it there rather than growing wider than the window.
+        parts = delivery.notification.type.split(".")
+        return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in parts))
 
     @admin.display(description=_("title"))
     def title(self, delivery):

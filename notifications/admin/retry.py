@@ -89,7 +89,7 @@ class RetryMixin:
             self.message_user(request, text, messages.WARNING)
 
 
-DEAD_ROWS_NEED_NOT = {"attempts", "next_attempt", "lane"}
+DEAD_ROWS_NEED_NOT = {"attempts", "next_attempt", "lane", "status_badge"}
 
 
 @admin.register(NeedsAttention)
@@ -122,8 +122,9 @@ class NeedsAttentionAdmin(RetryMixin, DeliveryAdmin):
         return [retry, *urls]
 
     def get_list_display(self, request):
-        # A dead row has no next attempt, its attempts are the whole budget, and a Retry puts
-        # it back on its own lane whatever that is: without those three columns the list fits
+        # A dead row has no next attempt, its attempts are the whole budget, a Retry puts it
+        # back on its own lane whatever that is, and every row here is dead (the list's title
+        # says so): without those four columns the list fits
         # beside the admin's sidebars at 1280 px (a delivery's page still shows them all).
         columns = [c for c in super().get_list_display(request) if c not in DEAD_ROWS_NEED_NOT]
         # Retry first, beside the row's checkbox: at the end it fell behind a sideways scroll.

@@ -79,8 +79,9 @@ def test_the_notification_page_shows_its_deliveries_inline(admin_client, user, d
 
 def test_needs_attention_lists_dead_rows_and_counts_them_on_the_index(admin_client, dead, failed):
     body = admin_client.get(NEEDS).content.decode()
-    assert body.count('class="status-badge status-dead"') == 2
-    assert "status-failed" not in body
+    # Two rows, each with its Retry; no status column (every row here is dead).
+    assert body.count('class="button retry-button"') == 2
+    assert "status-badge" not in body
     assert "Needs attention (2)" in admin_client.get("/admin/").content.decode()
 
 
