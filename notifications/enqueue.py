@@ -257,32 +257,16 @@ def _write(
     if when is not None:
         # The database's clock decides: a send_at it has passed is due at once.
         due["next_attempt_at"] = Greatest(DatabaseNow(), Value(when))
+    held = {"next_attempt_at": decisions.held_until, "held_until": decisions.held_until}
     rows = []
     for name, reason in decisions.reasons.items():
         if reason is not None:
-            rows.append(
-                NotificationDelivery(
-                    notification=notification,
-                    channel=name,
-                    lane=lane,
-                    status=Status.SKIPPED,
-                    skip_reason=reason,
-                )
-            )
-        elif name in decisions.held:
-            rows.append(
-                NotificationDelivery(
-                    notification=notification,
-                    channel=name,
-                    lane=lane,
-                    next_attempt_at=decisions.held_until,
-                    held_until=decisions.held_until,
-                )
-            )
+            state = {"status": Status.SKIPPED, "skip_reason": reason}
         else:
-            rows.append(
-                NotificationDelivery(notification=notification, channel=name, lane=lane, **due)
-            )
+            state = held if name in decisions.held else due
+        rows.append(
+            NotificationDelivery(notification=notification, channel=name, lane=lane, **state)
+        )
     NotificationDelivery.objects.bulk_create(rows, ignore_conflicts=True)
     queued = tuple(n for n, r in decisions.reasons.items() if r is None)
     if queued:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import sys
 
 # The headers worth reading, in this order; the rest are the transport's.
 SHOWN_HEADERS = ("From", "To", "Subject", "List-Unsubscribe", "List-Unsubscribe-Post")
@@ -23,6 +24,20 @@ def readable(content: bytes) -> str:
     part = message.get_body(preferencelist=("plain",))
     lines += ["", part.get_content().rstrip() if part is not None else "(no text part)", RULE]
     return "\n".join(lines)
+
+
+def sink_command(*, host: str, port: int) -> list[str]:
+    """The command that runs the sink on host:port, printing to its standard output."""
+    return [
+        sys.executable,
+        "-m",
+        "aiosmtpd",
+        "-n",
+        "-c",
+        f"{__name__}.PrintReadable",
+        "-l",
+        f"{host}:{port}",
+    ]
 
 
 class PrintReadable:

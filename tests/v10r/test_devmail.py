@@ -5,7 +5,6 @@ from __future__ import annotations
 import smtplib
 import socket
 import subprocess
-import sys
 from email.message import EmailMessage
 
 from tests.helpers import BASE_DIR, poll
@@ -41,16 +40,7 @@ def test_the_sink_prints_what_it_receives():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     sink = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "aiosmtpd",
-            "-n",
-            "-c",
-            "v10r.devmail.PrintReadable",
-            "-l",
-            f"127.0.0.1:{port}",
-        ],
+        devmail.sink_command(host="127.0.0.1", port=port),
         cwd=BASE_DIR,
         stdout=subprocess.PIPE,
         text=True,

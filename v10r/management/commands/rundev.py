@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from notifications.management.arguments import bounded
+from v10r import devmail
 
 HOST = "127.0.0.1"
 # The servers' ports: (flag, default, what listens there).
@@ -99,16 +100,7 @@ class Command(BaseCommand):
             # Nobody configured a mail server: catch mail locally and print it, so the
             # queue's email deliveries really happen.
             env |= {"EMAIL_HOST": HOST, "EMAIL_PORT": str(smtp_port)}
-            commands["smtp"] = [
-                sys.executable,
-                "-m",
-                "aiosmtpd",
-                "-n",
-                "-c",
-                "v10r.devmail.PrintReadable",
-                "-l",
-                f"{HOST}:{smtp_port}",
-            ]
+            commands["smtp"] = devmail.sink_command(host=HOST, port=smtp_port)
             self.stdout.write(f"Email goes to a local sink on port {smtp_port}, printed here.")
 
         children = {
