@@ -18,20 +18,12 @@ from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndex
 from django.db import migrations, models
 
 import notifications.models
+from notifications.migrations._statuses import DELIVERIES, change_statuses
 
-DELIVERIES = "notifications.notification_deliveries"
 OLD_STATUSES = ["pending", "processing", "sent", "failed", "dead"]
 NEW_STATUSES = [*OLD_STATUSES, "cancelled"]
 # The name PostgreSQL gives the CHECK of a column declared inline, as Django declares it.
 THROTTLES_CHECK = "notification_deliveries_throttles_check"
-
-
-def status_check(statuses: list[str]) -> str:
-    known = ", ".join(f"'{s}'" for s in statuses)
-    return (
-        f"ALTER TABLE {DELIVERIES} DROP CONSTRAINT deliveries_status_known,"
-        f' ADD CONSTRAINT deliveries_status_known CHECK ("status" IN ({known})) NOT VALID'
-    )
 
 
 def drop_leftover(name: str):
@@ -110,39 +102,7 @@ class Migration(migrations.Migration):
                 ),
             ],
         ),
-        migrations.AlterField(
-            model_name="notificationdelivery",
-            name="status",
-            field=models.CharField(
-                choices=[(s, s) for s in NEW_STATUSES],
-                db_default="pending",
-                default="pending",
-                max_length=16,
-                verbose_name="status",
-            ),
-        ),
-        migrations.SeparateDatabaseAndState(
-            state_operations=[
-                migrations.RemoveConstraint(
-                    model_name="notificationdelivery", name="deliveries_status_known"
-                ),
-                migrations.AddConstraint(
-                    model_name="notificationdelivery",
-                    constraint=models.CheckConstraint(
-                        condition=models.Q(status__in=NEW_STATUSES),
-                        name="deliveries_status_known",
-                    ),
-                ),
-            ],
-            database_operations=[
-                # One ALTER TABLE, so there is no moment without the constraint.
-                migrations.RunSQL(status_check(NEW_STATUSES), status_check(OLD_STATUSES)),
-                migrations.RunSQL(
-                    f"ALTER TABLE {DELIVERIES} VALIDATE CONSTRAINT deliveries_status_known",
-                    f"ALTER TABLE {DELIVERIES} VALIDATE CONSTRAINT deliveries_status_known",
-                ),
-            ],
-        ),
+        *change_statuses(OLD_STATUSES, NEW_STATUSES),
         drop_leftover("deliveries_claim"),
         AddIndexConcurrently(
             "notificationdelivery",

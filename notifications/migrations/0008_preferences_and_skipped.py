@@ -16,8 +16,8 @@ from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 import notifications.models
+from notifications.migrations._statuses import DELIVERIES, change_statuses, validate
 
-DELIVERIES = "notifications.notification_deliveries"
 OLD_STATUSES = ["pending", "processing", "sent", "failed", "dead", "cancelled"]
 NEW_STATUSES = [*OLD_STATUSES, "skipped"]
 SKIP_REASONS = {
@@ -28,19 +28,6 @@ SKIP_REASONS = {
 SKIP_REASON_CHECK = (
     "(status = 'skipped' AND skip_reason IN ({})) OR (status <> 'skipped' AND skip_reason = '')"
 ).format(", ".join(f"'{r}'" for r in SKIP_REASONS))
-
-
-def status_check(statuses: list[str]) -> str:
-    known = ", ".join(f"'{s}'" for s in statuses)
-    return (
-        f"ALTER TABLE {DELIVERIES} DROP CONSTRAINT deliveries_status_known,"
-        f' ADD CONSTRAINT deliveries_status_known CHECK ("status" IN ({known})) NOT VALID'
-    )
-
-
-def validate(name: str):
-    sql = f"ALTER TABLE {DELIVERIES} VALIDATE CONSTRAINT {name}"
-    return migrations.RunSQL(sql, migrations.RunSQL.noop)
 
 
 def refuse_to_drop_skipped_rows(apps, schema_editor):
@@ -178,29 +165,10 @@ class Migration(migrations.Migration):
                 blank=True, null=True, verbose_name="held by quiet hours until"
             ),
         ),
-        migrations.AlterField(
-            model_name="notificationdelivery",
-            name="status",
-            field=models.CharField(
-                choices=[(s, s) for s in NEW_STATUSES],
-                db_default="pending",
-                default="pending",
-                max_length=16,
-                verbose_name="status",
-            ),
-        ),
-        migrations.SeparateDatabaseAndState(
-            state_operations=[
-                migrations.RemoveConstraint(
-                    model_name="notificationdelivery", name="deliveries_status_known"
-                ),
-                migrations.AddConstraint(
-                    model_name="notificationdelivery",
-                    constraint=models.CheckConstraint(
-                        condition=models.Q(status__in=NEW_STATUSES),
-                        name="deliveries_status_known",
-                    ),
-                ),
+        *change_statuses(
+            OLD_STATUSES,
+            NEW_STATUSES,
+            state=[
                 migrations.AddConstraint(
                     model_name="notificationdelivery",
                     constraint=models.CheckConstraint(
@@ -210,10 +178,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
-            database_operations=[
-                # One ALTER TABLE, so there is no moment without the constraint.
-                migrations.RunSQL(status_check(NEW_STATUSES), status_check(OLD_STATUSES)),
-                validate("deliveries_status_known"),
+            database=[
                 migrations.RunSQL(
                     f"ALTER TABLE {DELIVERIES} ADD CONSTRAINT deliveries_skip_reason_when_skipped"
                     f" CHECK ({SKIP_REASON_CHECK}) NOT VALID",

@@ -155,3 +155,29 @@ def photo(name: str, **options):
 def small_png(tmp_path_factory) -> str:
     """write_small_png's photo, written once for the session."""
     return write_small_png(tmp_path_factory.mktemp("photos"))
+
+
+# A reader of the site, not staff: the accounts pages' tests sign in as her.
+READER_PASSWORD = "a-long-password-1"
+
+
+@pytest.fixture
+def ada(django_user_model):
+    return django_user_model.objects.create_user(
+        "ada", email="ada@example.com", password=READER_PASSWORD, first_name="Ada"
+    )
+
+
+def in_each_language(words: dict[str, dict[str, str]]):
+    """The fixtures prefix (each language's address prefix in turn) and words (what the pages
+    say in it, from words), for a test module to bind: `prefix, words = in_each_language(W)`."""
+
+    @pytest.fixture(params=sorted(words), name="prefix")
+    def prefix(request) -> str:
+        return request.param
+
+    @pytest.fixture(name="words")
+    def said(prefix) -> dict[str, str]:
+        return words[prefix]
+
+    return prefix, said

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from notifications.models import Notification
-from tests.browser.conftest import csp_violations
+from tests.browser.conftest import READER_PASSWORD, csp_violations, in_each_language
 
 pytestmark = pytest.mark.browser
 
-PASSWORD = "a-long-password-1"
+PASSWORD = READER_PASSWORD
 
 WORDS = {
     "": {
@@ -45,24 +45,7 @@ WORDS = {
     },
 }
 
-
-@pytest.fixture(params=sorted(WORDS))
-def prefix(request) -> str:
-    """Each language's address prefix in turn."""
-    return request.param
-
-
-@pytest.fixture
-def words(prefix) -> dict[str, str]:
-    """What the pages say in the prefix's language."""
-    return WORDS[prefix]
-
-
-@pytest.fixture
-def ada(django_user_model):
-    return django_user_model.objects.create_user(
-        "ada", email="ada@example.com", password=PASSWORD, first_name="Ada"
-    )
+prefix, words = in_each_language(WORDS)
 
 
 def test_sign_in_from_the_header_and_sign_out_again(site, page, ada, prefix, words):

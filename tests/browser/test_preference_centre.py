@@ -12,11 +12,16 @@ import pytest
 
 from notifications import preferences
 from notifications.models import Recipient
-from tests.browser.conftest import RECORD_CSP_VIOLATIONS, csp_violations
+from tests.browser.conftest import (
+    READER_PASSWORD,
+    RECORD_CSP_VIOLATIONS,
+    csp_violations,
+    in_each_language,
+)
 
 pytestmark = pytest.mark.browser
 
-PASSWORD = "a-long-password-1"
+PASSWORD = READER_PASSWORD
 CENTRE = "/account/notifications/"
 SHOTS = os.environ.get("CENTRE_SHOTS")
 
@@ -47,22 +52,7 @@ WORDS = {
     },
 }
 
-
-@pytest.fixture(params=sorted(WORDS))
-def prefix(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def words(prefix) -> dict[str, str]:
-    return WORDS[prefix]
-
-
-@pytest.fixture
-def ada(django_user_model):
-    return django_user_model.objects.create_user(
-        "ada", email="ada@example.com", password=PASSWORD, first_name="Ada"
-    )
+prefix, words = in_each_language(WORDS)
 
 
 def tab(chromium, **options):
