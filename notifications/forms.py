@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 from django import forms
 from django.conf import settings
-from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
 from notifications import preferences
@@ -98,21 +97,6 @@ def give_webhook_secret(address: ChannelAddress) -> str | None:
     secret = signing.new_secret()
     WebhookSecret.objects.create(address=address, secret=secret)
     return secret
-
-
-class _DryRun(Exception):
-    pass
-
-
-def check_choices(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
-    """Raise preferences.choose's ValidationError if it would refuse choices, storing nothing
-    (for a form that must say so before anything is saved)."""
-    try:
-        with transaction.atomic():
-            preferences.choose(user, choices=choices)
-            raise _DryRun
-    except _DryRun:
-        pass
 
 
 class ChannelAddressForm(forms.ModelForm):

@@ -95,27 +95,32 @@ def choosable_categories() -> dict[str, object]:
     return {name: category for name, category in CATEGORIES.items() if category.choosable}
 
 
-def choose(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
-    """Store user's choices ((category, channel) → on) in one transaction.
-
-    Raises ValidationError, storing nothing, for an unknown category or channel, or when a
-    required category would be left on no channel at all."""
+def check(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
+    """Raise ValidationError if choose() would refuse choices for user: an unknown category
+    or channel, or a required category left on no channel. Reads, writes nothing."""
     channels = choosable_channels()
     for category, channel in choices:
         if category not in CATEGORIES or not CATEGORIES[category].choosable:
             raise ValidationError(_("Unknown category %(name)r.") % {"name": category})
         if channel not in channels:
             raise ValidationError(_("Unknown channel %(name)r.") % {"name": channel})
+    after = Preferences(choices={**of(user).choices, **choices})
+    for name, category in CATEGORIES.items():
+        if category.required and not any(after.enabled(name, ch) for ch in channels):
+            raise ValidationError(
+                _("%(category)s messages must stay on for at least one channel.")
+                % {"category": category.label}
+            )
+
+
+def choose(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
+    """Store user's choices ((category, channel) → on) in one transaction.
+
+    Raises ValidationError, storing nothing, where check() refuses them."""
     with transaction.atomic():
         # The user's row locked first, so two saves at once cannot each leave one channel on.
         get_user_model()._default_manager.select_for_update().filter(pk=user.pk).exists()
-        after = Preferences(choices={**of(user).choices, **choices})
-        for name, category in CATEGORIES.items():
-            if category.required and not any(after.enabled(name, ch) for ch in channels):
-                raise ValidationError(
-                    _("%(category)s messages must stay on for at least one channel.")
-                    % {"category": category.label}
-                )
+        check(user, choices=choices)
         for (category, channel), enabled in choices.items():
             if enabled == CATEGORIES[category].default_for(channel):
                 ChannelPreference.objects.filter(

@@ -25,7 +25,6 @@ from notifications.forms import (
     add_choice_fields,
     changed_choices,
     channel_label,
-    check_choices,
     check_quiet_hours,
     choice_field_name,
     clean_time_zone,
@@ -53,7 +52,7 @@ class RecipientForm(forms.ModelForm):
         user = self.instance.user if self.instance.pk else data.get("user")
         if user is not None:
             try:
-                check_choices(user, choices=self.choices())
+                preferences.check(user, choices=self.choices())
             except ValidationError as exc:
                 self.add_error(None, exc)
         return data
