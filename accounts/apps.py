@@ -7,3 +7,6 @@ class AccountsConfig(AppConfig):
 
     name = "accounts"
     verbose_name = "Accounts"
+
+    def ready(self) -> None:
+        from accounts import signals  # noqa: F401 (connects the sign-out receiver)

@@ -1,8 +1,8 @@
 """The preference centre's forms, one per section of the page: what each category reaches on
-which channel, the time zone and quiet hours, and where the channels other than email reach
-the user. Each checks what the staff console checks, with the same code
-(notifications/admin/preferences.py, notifications/admin/addresses.py), and saves through
-notifications.preferences."""
+which channel, how often each comes (as it happens or a digest), the time zone and quiet hours,
+and where the channels other than email reach the user. Each checks what the staff console
+checks, with the same code (notifications/admin/preferences.py, notifications/admin/addresses.py),
+and saves through notifications.preferences."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 from notifications import forms as rules
 from notifications import preferences
 from notifications.forms import ChannelAddressForm
-from notifications.models import ChannelAddress, Recipient
+from notifications.models import WEBPUSH, ChannelAddress, Recipient
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,27 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class Row:
+class CategoryRow:
+    """A category's line in a section of the page: its name, words and whether it is required."""
+
     name: str
     label: str
     description: str
     required: bool
+
+    @classmethod
+    def of(cls, name: str, category, **fields):
+        return cls(
+            name=name,
+            label=str(category.label),
+            description=str(category.description),
+            required=category.required,
+            **fields,
+        )
+
+
+@dataclass(frozen=True)
+class Row(CategoryRow):
     cells: list[Cell]
 
 
@@ -69,15 +85,7 @@ class ChannelChoicesForm(forms.Form):
                 )
                 for channel in channels
             ]
-            rows.append(
-                Row(
-                    name=name,
-                    label=str(category.label),
-                    description=str(category.description),
-                    required=category.required,
-                    cells=cells,
-                )
-            )
+            rows.append(Row.of(name, category, cells=cells))
         return rows
 
     def save(self) -> bool:
@@ -88,6 +96,67 @@ class ChannelChoicesForm(forms.Form):
         choices = rules.changed_choices(self, self.grid)
         try:
             preferences.choose(self.user, choices=choices)
+        except ValidationError as exc:
+            self.add_error(None, exc)
+            return False
+        self.stored = preferences.of(self.user)
+        return True
+
+
+@dataclass(frozen=True)
+class DigestRow(CategoryRow):
+    # A required category (required=True) has no fields: it is always sent at once.
+    cadence: forms.BoundField | None = None
+    weekday: forms.BoundField | None = None
+    hour: forms.BoundField | None = None
+
+
+class DigestChoicesForm(forms.Form):
+    """How often each category reaches the user: as it happens, or gathered into an hourly,
+    daily or weekly digest at an hour on their own clock."""
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.stored = preferences.of(user)
+        self.digest_fields = rules.add_digest_fields(self, chosen=self.stored)
+        for category, names in self.digest_fields.items():
+            self.fields[names.cadence].widget.attrs["data-digest-cadence"] = ""
+            # The note under the fields says which choice uses the day and the hour.
+            for name in (names.weekday, names.hour):
+                self.fields[name].widget.attrs["aria-describedby"] = f"digest-note-{category}"
+
+    @property
+    def time_zone(self) -> str:
+        """The zone the hours are on: the user's saved one (UTC until they save one)."""
+        return self.stored.time_zone
+
+    def rows(self) -> list[DigestRow]:
+        rows = []
+        for name, category in preferences.choosable_categories().items():
+            names = self.digest_fields.get(name)
+            fields = (
+                {
+                    "cadence": self[names.cadence],
+                    "weekday": self[names.weekday],
+                    "hour": self[names.hour],
+                }
+                if names
+                else {}
+            )
+            rows.append(DigestRow.of(name, category, **fields))
+        return rows
+
+    def clean(self):
+        data = super().clean()
+        self.changes = rules.changed_digests(self, self.digest_fields)
+        return data
+
+    def save(self) -> bool:
+        """Store the digests changed on this page; False, with the refusal among the form's
+        errors, when preferences.choose_digests refuses them."""
+        try:
+            preferences.choose_digests(self.user, digests=self.changes)
         except ValidationError as exc:
             self.add_error(None, exc)
             return False
@@ -229,7 +298,9 @@ class ChannelAddressesForm(forms.Form):
 
     @staticmethod
     def channels() -> list[str]:
-        return [name for name in preferences.choosable_channels() if name != "email"]
+        # Email's address is the account's; a browser's push subscription is made by the
+        # browser (the push section), never typed.
+        return [name for name in preferences.choosable_channels() if name not in {"email", WEBPUSH}]
 
     def notes(self) -> dict[str, ChannelAddress]:
         """The switched-off address of each channel that has no active one."""

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from accounts import views
+from accounts import inbox_views, push_views, views
 
 app_name = "accounts"
 
@@ -21,4 +21,11 @@ urlpatterns = [
     path("password/changed/", views.password_change_done, name="password_change_done"),
     # The preference centre: what reaches the user, on which channel, and when.
     path("notifications/", views.preferences, name="preferences"),
+    # The inbox's unread count and newest entry, polled by every signed-in page (304 when
+    # nothing changed).
+    path("inbox/state/", inbox_views.state, name="inbox_state"),
+    # Web push on this browser: the preference centre's script posts its subscription here.
+    path("push/subscribe/", push_views.subscribe, name="push_subscribe"),
+    path("push/unsubscribe/", push_views.unsubscribe, name="push_unsubscribe"),
+    path("push/status/", push_views.status, name="push_status"),
 ]

@@ -94,11 +94,13 @@ password_change_done = _told(
 # (accounts/preferences.html), saved in place by htmx or by a whole-page POST without it.
 SECTIONS = {
     "choices": preference_forms.ChannelChoicesForm,
+    "digests": preference_forms.DigestChoicesForm,
     "quiet": preference_forms.QuietHoursForm,
     "addresses": preference_forms.ChannelAddressesForm,
 }
 SAVED = {
     "choices": _("Your choices are saved."),
+    "digests": _("Your digest choices are saved."),
     "quiet": _("Your time zone and quiet hours are saved."),
     "addresses": _("Your addresses are saved."),
 }
@@ -122,8 +124,9 @@ def _preferences_context(request, forms: dict, **extra) -> dict:
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request):
-    """The preference centre: which categories reach the user on which channel, their time
-    zone and quiet hours, and their channels' addresses. Each section posts on its own; htmx
+    """The preference centre: which categories reach the user on which channel, how often
+    (as they happen or in a digest), their time zone and quiet hours, and their channels'
+    addresses. Each section posts on its own; htmx
     swaps the section's partial in place, a plain POST is answered with a redirect (PRG)."""
     # The user itself, not request.user's lazy stand-in, which preferences.choose locks by
     # its model.

@@ -29,7 +29,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench import database  # noqa: E402
+from bench import database, timing  # noqa: E402
 from bench.admin_pages import LISTS  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -75,13 +75,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 def timed(run, samples: int) -> tuple[float, float]:
     """p50 and p99, in ms, of run() over samples calls after two warm-ups."""
-    for _ in range(2):
-        run()
-    values = []
-    for _ in range(samples):
-        began = time.perf_counter()
-        run()
-        values.append((time.perf_counter() - began) * 1000)
+    values = timing.milliseconds(run, samples, warmups=2)
     return statistics.median(values), percentile(values, 0.99)
 
 

@@ -7,10 +7,11 @@ Beside it, in the same runs, two yardsticks:
 - the plain loop: the same claim and grouped, fenced writes (outbox's own statements, with
   the parameters the drain passes them) from plain psycopg, with nothing else in the loop;
 - the baseline: single-row UPDATE transactions per second from one client;
-- with --unprepared, the plain loop again with no statement prepared. psycopg prepares a
-  statement on its fifth run, which Django's backend turns off (PgBouncer in transaction
-  pooling keeps no prepared statement), so the server plans each of the drain's statements
-  anew: this side shows what that costs.
+The drain runs with DATABASE_PREPARED_STATEMENTS on, as a connection straight to the server
+may (psycopg prepares a statement on its fifth run, as it does in the plain loop). With
+--unprepared, both run again with nothing prepared, as through PgBouncer in transaction
+pooling, which keeps no prepared statement: the server plans each statement anew, and this
+side shows what that costs.
 
 Medians of 3 runs; each run drains every configuration with both the project and the plain
 loop, so a noisy moment on a shared machine lands on both. Beside the rates, the CPU time a
@@ -32,7 +33,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import queue
 import statistics
 import sys
 import time
@@ -44,7 +44,8 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import (  # noqa: E402 - after sys.path
+from bench import workers  # noqa: E402 - after sys.path
+from bench.database import (  # noqa: E402
     BENCH_DB,
     environment,
     prepare_database,
@@ -64,7 +65,9 @@ TARGETS = [
 
 def fill(url: str, rows: int) -> None:
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("TRUNCATE notifications.notification_deliveries, notifications.notifications")
+        db.execute(
+            "TRUNCATE notifications.notification_deliveries, notifications.notifications CASCADE"
+        )
         user_id = db.execute(
             "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, "
             "email, is_staff, is_active, date_joined) VALUES ('!', false, 'bench', '', '', "
@@ -112,6 +115,19 @@ class CPUClock:
         backend = None if backend0 is None or backend1 is None else backend1 - backend0
         return client1 - client0, backend
 
+    @classmethod
+    def at_start(cls, ready, start) -> CPUClock:
+        """Say this worker is ready, wait for the start, and start the clock then, on this
+        process and the backend of its Django connection."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (backend_pid,) = cursor.fetchone()
+        ready.release()
+        start.wait()
+        return cls(backend_pid)
+
 
 def setup_django(url: str) -> None:
     os.environ.update(environment(url))
@@ -121,10 +137,12 @@ def setup_django(url: str) -> None:
     django.setup()
 
 
-def worker(url: str, batch_size: int, ready, start, results) -> None:
+def worker(url: str, batch_size: int, ready, start, results, *, prepared: bool = True) -> None:
+    # This benchmark's server is reached straight, where DATABASE_PREPARED_STATEMENTS may be on
+    # (v10r/settings.py); prepared=False runs the drain as it runs through PgBouncer.
+    os.environ["DATABASE_PREPARED_STATEMENTS"] = "1" if prepared else "0"
     setup_django(url)
     from django.conf import settings
-    from django.db import connection
 
     settings.DELIVERY_CHANNELS = {**settings.DELIVERY_CHANNELS, "noop": "bench.noop.NoopChannel"}
     from datetime import timedelta
@@ -143,12 +161,7 @@ def worker(url: str, batch_size: int, ready, start, results) -> None:
         interval=timedelta(seconds=settings.DELIVERY_INTERVAL_SECONDS),
         policy=Policy.from_settings().with_changes(batch_size=batch_size),
     )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (backend_pid,) = cursor.fetchone()
-    ready.release()
-    start.wait()
-    clock = CPUClock(backend_pid)
+    clock = CPUClock.at_start(ready, start)
     drained = 0
     hurried = False
     while True:
@@ -234,6 +247,11 @@ def plain_worker(url: str, batch_size: int, ready, start, results, *, prepare: b
     results.put((written, time.perf_counter(), *spent))
 
 
+def unprepared_drain_worker(url: str, batch_size: int, ready, start, results) -> None:
+    """The drain_outbox loop with DATABASE_PREPARED_STATEMENTS off, as through PgBouncer."""
+    worker(url, batch_size, ready, start, results, prepared=False)
+
+
 def unprepared_worker(url: str, batch_size: int, ready, start, results) -> None:
     """The plain loop with no statement prepared, as Django's backend runs every statement."""
     plain_worker(url, batch_size, ready, start, results, prepare=False)
@@ -251,27 +269,10 @@ def timed_run(url: str, target, *, processes: int, batch_size: int, rows: int) -
         context.Process(target=target, args=(url, batch_size, ready, start, results))
         for _ in range(processes)
     ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        if not ready.acquire(timeout=120):
-            for p in procs:
-                p.kill()
-            raise RuntimeError(f"{target.__name__} did not start; see its traceback")
+    workers.start_all(procs, ready, what=target.__name__)
     began = time.perf_counter()
     start.set()
-    finished = []
-    deadline = time.monotonic() + 600
-    while len(finished) < len(procs):
-        try:
-            finished.append(results.get(timeout=1))
-        except queue.Empty:
-            if any(p.exitcode not in (None, 0) for p in procs) or time.monotonic() > deadline:
-                for p in procs:
-                    p.kill()
-                raise RuntimeError(f"{target.__name__} failed or hung; see its traceback") from None
-    for p in procs:
-        p.join()
+    finished = workers.gather(procs, results, what=target.__name__, seconds=600)
     total = sum(count for count, *_ in finished)
     if total != rows:
         raise RuntimeError(f"{target.__name__} drained {total} of {rows} deliveries")
@@ -362,7 +363,8 @@ def main() -> None:
     parser.add_argument(
         "--unprepared",
         action="store_true",
-        help="also run the plain loop with no statement prepared, as Django runs them",
+        help="also run the drain and the plain loop with no statement prepared, as through "
+        "PgBouncer in transaction pooling",
     )
     args = parser.parse_args()
     if args.rows < 1 or args.runs < 1:
@@ -373,6 +375,7 @@ def main() -> None:
     prepare_database(url)
     sides = {"drain": worker, "plain": plain_worker}
     if args.unprepared:
+        sides["drain, unprepared"] = unprepared_drain_worker
         sides["unprepared"] = unprepared_worker
     measured: dict[str, dict[tuple[int, int], list[Measured]]] = {
         side: {c: [] for c in configs} for side in sides
@@ -424,13 +427,20 @@ def main() -> None:
             f"| {spread(ratios[c])} | {drained / base:.2f} | {looped / base:.2f} |"
         )
     if args.unprepared:
-        print("\nThe plain loop with no statement prepared (as Django's backend runs them):\n")
-        print("| configuration | plain, unprepared /s | drain / unprepared |")
-        print("| --- | ---: | ---: |")
+        print("\nBoth with no statement prepared (DATABASE_PREPARED_STATEMENTS off, as through")
+        print("PgBouncer in transaction pooling):\n")
+        print("| configuration | drain, unprepared /s | plain, unprepared /s | drain / plain |")
+        print("| --- | ---: | ---: | ---: |")
         for c in configs:
+            pairs = [
+                a.rate / b.rate
+                for a, b in zip(
+                    measured["drain, unprepared"][c], measured["unprepared"][c], strict=True
+                )
+            ]
             print(
-                f"| {c[0]} process(es), batch {c[1]} | {rate('unprepared', c):,.0f} "
-                f"| {spread(paired('unprepared', c))} |"
+                f"| {c[0]} process(es), batch {c[1]} | {rate('drain, unprepared', c):,.0f} "
+                f"| {rate('unprepared', c):,.0f} | {spread(pairs)} |"
             )
     # What a delivery cost in CPU time, the drain's processes and their database backends
     # together: unlike a rate, this hardly moves with what else the machine runs.

@@ -285,7 +285,8 @@ class ProjectSide:
         """Queue one due email delivery for each bench user, as enqueue would leave them."""
         with psycopg.connect(self.url, autocommit=True) as db:
             db.execute(
-                "TRUNCATE notifications.notification_deliveries, notifications.notifications"
+                "TRUNCATE notifications.notification_deliveries, notifications.notifications "
+                "CASCADE"
             )
             db.execute(
                 """

@@ -45,6 +45,7 @@ from bench.database import (  # noqa: E402 - after sys.path
     set_up_django_settings,
     web_environment,
 )
+from bench.timing import milliseconds  # noqa: E402
 from tests.deploy import clients  # noqa: E402
 from tests.deploy.servers import CONFIG, GUNICORN, Server  # noqa: E402
 
@@ -71,12 +72,7 @@ def photo_12mp() -> bytes:
 
 
 def median_ms(work, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        work()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    return statistics.median(milliseconds(work, runs, warmups=0))
 
 
 def lanes(jpeg: bytes, runs: int) -> None:

@@ -209,6 +209,23 @@ def check_channel_tokens(app_configs=None, **kwargs):
     ]
 
 
+@register()
+def check_webpush_keys(app_configs=None, **kwargs):
+    """The webpush channel without its VAPID keys fails every row sent on it."""
+    if "webpush" not in settings.DELIVERY_CHANNELS or settings.WEBPUSH_VAPID_PRIVATE_KEY:
+        return []
+    return [
+        Warning(
+            "The webpush channel is configured but WEBPUSH_VAPID_PUBLIC_KEY and "
+            "WEBPUSH_VAPID_PRIVATE_KEY are not set: every webpush delivery will fail "
+            "permanently (WEBPUSH_NO_KEYS).",
+            hint="Run `manage.py vapid_keys --subject mailto:…` and set the lines it prints, "
+            "or list the channels to run in V10R_CHANNELS, without webpush.",
+            id="notifications.W010",
+        )
+    ]
+
+
 def _shipped_channel_names() -> set[str]:
     """The names of the channels this project ships (notifications/channels/), run here or
     not: a category's default may name a channel a site leaves out of V10R_CHANNELS."""
@@ -257,6 +274,48 @@ def check_catalogue(app_configs=None, **kwargs):
         if channel not in known
     ]
     return errors
+
+
+def throttle_problems(throttles, *, categories) -> list[str]:
+    """What is wrong with NOTIFICATION_THROTTLES ({category: (limit, seconds)}), in words."""
+    if not isinstance(throttles, dict):
+        return [f"NOTIFICATION_THROTTLES must be a dict, not {type(throttles).__name__}."]
+    problems = []
+    for name, value in throttles.items():
+        if name not in categories:
+            problems.append(
+                f"NOTIFICATION_THROTTLES names {name!r}, which is no category; "
+                f"the categories are: {', '.join(categories)}."
+            )
+            continue
+        shape_ok = (
+            isinstance(value, (tuple, list))
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        )
+        if not shape_ok:
+            problems.append(
+                f"NOTIFICATION_THROTTLES[{name!r}] must be (limit, seconds), two whole numbers, "
+                f"not {value!r}."
+            )
+        elif not 0 <= value[0] <= 10_000 or not 60 <= value[1] <= 86_400:
+            problems.append(
+                f"NOTIFICATION_THROTTLES[{name!r}] = {tuple(value)!r}: the limit must be 0 to "
+                "10000 (0: no throttle) and the window 60 to 86400 seconds."
+            )
+    return problems
+
+
+@register()
+def check_throttles(app_configs=None, **kwargs):
+    from notifications import catalogue
+
+    return [
+        Error(problem, id="notifications.E022")
+        for problem in throttle_problems(
+            settings.NOTIFICATION_THROTTLES, categories=list(catalogue.CATEGORIES)
+        )
+    ]
 
 
 @register(deploy=True)

@@ -29,8 +29,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
-from notifications import catalogue, channels, outbox, pacing
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing
+from notifications import catalogue, channels, digests, outbox, pacing
+from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, Target
 from notifications.models import OUTCOMES, ChannelAddress, DatabaseNow, Recipient, Status
 from notifications.outbox import ClaimedDelivery, Outcome
 
@@ -197,7 +197,7 @@ class _Writer:
         self.report = report
         self.unwritten = unwritten
         self.buffer: list[Outcome] = []
-        self.blocked: list[tuple[ClaimedDelivery, Outcome]] = []
+        self.blocked: list[Finished] = []
         self.last_flush = time.monotonic()
         self.error: DatabaseError | None = None
 
@@ -207,8 +207,8 @@ class _Writer:
 
     def add_one(self, item: Finished) -> None:
         self.buffer.append(item.outcome)
-        if item.deactivate_address:
-            self.blocked.append((item.delivery, item.outcome))
+        if item.deactivate_address or item.gone:
+            self.blocked.append(item)
 
     def due(self) -> bool:
         return time.monotonic() - self.last_flush >= FLUSH_EVERY
@@ -296,15 +296,22 @@ def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
         counts[name] = counts.get(name, 0) + count
 
 
-def _deactivate(blocked: list[tuple[ClaimedDelivery, Outcome]]) -> None:
-    for delivery, outcome in blocked:
-        ChannelAddress.objects.filter(
+def _deactivate(blocked: list[Finished]) -> None:
+    for delivery, outcome, _, gone in blocked:
+        active = ChannelAddress.objects.filter(
             user_id=delivery.user_id, channel=delivery.channel, is_active=True
-        ).update(
-            is_active=False,
-            deactivated_at=DatabaseNow(),
-            deactivated_reason=f"{outcome.error_code}: {outcome.error_message}"[:500],
         )
+        if not gone:
+            active.update(
+                is_active=False,
+                deactivated_at=DatabaseNow(),
+                deactivated_reason=f"{outcome.error_code}: {outcome.error_message}"[:500],
+            )
+        # A channel with several addresses names the ones that are gone, each with its reason.
+        for address, why in gone:
+            active.filter(address=address).update(
+                is_active=False, deactivated_at=DatabaseNow(), deactivated_reason=why[:500]
+            )
 
 
 def _prepare(
@@ -319,7 +326,9 @@ def _prepare(
     rendering = [
         d for d in claimed if by_name[d.channel] is not None and by_name[d.channel].renders
     ]
-    emails, addresses, languages = _recipients(rendering, by_name)
+    emails, addresses, languages, zones = _recipients(rendering, by_name)
+    # The digests' items, for every digest of the batch at once.
+    items = digests.items_of([d.id for d in rendering if d.message_key == digests.DIGEST])
 
     ready, immediate = [], []
     default_language = settings.LANGUAGE_CODE
@@ -336,20 +345,37 @@ def _prepare(
             fail(delivery, "UNKNOWN_CHANNEL", f"No channel is configured as {delivery.channel!r}.")
             continue
         secrets: tuple[str, ...] = ()
+        targets: tuple[Target, ...] = ()
         source = channel.address_source
         if source == AddressSource.EMAIL:
             address = emails.get(delivery.user_id, "")
         elif source == AddressSource.CHANNEL_ADDRESS:
-            address, secrets = addresses.get((delivery.user_id, delivery.channel), ("", ()))
+            found = addresses.get((delivery.user_id, delivery.channel), [])
+            address, secrets = found[0] if found else ("", ())
+            if channel.several_addresses:
+                targets = tuple(Target(a, s) for a, s in found)
         else:
             address = ""
-        if source != AddressSource.NONE and not address:
+        if source in (AddressSource.EMAIL, AddressSource.CHANNEL_ADDRESS) and not address:
             fail(delivery, "NO_RECIPIENT", f"The user has no active {delivery.channel} address.")
             continue
         subject = body = ""
         language = languages.get(delivery.user_id, default_language)
         key = delivery.message_key
-        if channel.renders:
+        params = delivery.message_params
+        if channel.renders and key == digests.DIGEST:
+            gathered = items.get(delivery.id)
+            if gathered is None:
+                fail(delivery, "EMPTY_DIGEST", "The digest has no notifications left to send.")
+                continue
+            digest = digests.render(
+                params=params,
+                items=gathered,
+                language=language,
+                time_zone=zones.get(delivery.user_id, "UTC"),
+            )
+            subject, body, params = digest.subject, digest.body, digest.params
+        elif channel.renders:
             try:
                 rendered = catalogue.render(
                     key=key, params=delivery.message_params, language=language
@@ -366,11 +392,13 @@ def _prepare(
             body=body,
             action_url=delivery.action_url,
             language=language,
-            params=delivery.message_params,
+            params=params,
             type=delivery.type,
             message_key=key,
             user_id=delivery.user_id,
             secrets=secrets,
+            lane=delivery.lane,
+            targets=targets,
         )
         ready.append((delivery, channel, outgoing))
     return ready, immediate
@@ -378,7 +406,7 @@ def _prepare(
 
 def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | None]):
     if not rendering:
-        return {}, {}, {}
+        return {}, {}, {}, {}
     users = {d.user_id for d in rendering}
     email_users = {
         d.user_id for d in rendering if by_name[d.channel].address_source == AddressSource.EMAIL
@@ -395,20 +423,34 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
         )
     addresses = {}
     if address_keys:
-        rows = ChannelAddress.objects.filter(
-            user_id__in={u for u, _ in address_keys},
-            channel__in={c for _, c in address_keys},
-            is_active=True,
-        ).values_list(
-            "user_id",
-            "channel",
-            "address",
-            "webhook_secret__secret",
-            "webhook_secret__previous_secret",
+        rows = (
+            ChannelAddress.objects.filter(
+                user_id__in={u for u, _ in address_keys},
+                channel__in={c for _, c in address_keys},
+                is_active=True,
+            )
+            .order_by("-id")
+            .values_list(
+                "user_id",
+                "channel",
+                "address",
+                "webhook_secret__secret",
+                "webhook_secret__previous_secret",
+                "push_subscription__p256dh",
+                "push_subscription__auth",
+            )
         )
-        addresses = {(u, c): (a, tuple(x for x in (s1, s2) if x)) for u, c, a, s1, s2 in rows}
-    languages = dict(Recipient.objects.filter(user_id__in=users).values_list("user_id", "language"))
-    return emails, addresses, languages
+        # Newest first, a list per (user, channel): one address for most channels (one may be
+        # active), every device's subscription for web push. The secrets are a webhook's
+        # signing secrets or a subscription's keys; an address has one kind or none.
+        for u, c, a, *keys in rows:
+            addresses.setdefault((u, c), []).append((a, tuple(x for x in keys if x)))
+    languages, zones = {}, {}
+    for user_id, language, zone in Recipient.objects.filter(user_id__in=users).values_list(
+        "user_id", "language", "time_zone"
+    ):
+        languages[user_id], zones[user_id] = language, zone
+    return emails, addresses, languages, zones
 
 
 class Finished(NamedTuple):
@@ -418,6 +460,8 @@ class Finished(NamedTuple):
     delivery: ClaimedDelivery
     outcome: Outcome
     deactivate_address: bool = False
+    # Of a channel with several addresses, the ones to deactivate: (address, why) each.
+    gone: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -614,7 +658,7 @@ def _send_one(
             # A 429 re-queues the row without spending a send (outbox.Outcome.throttle).
             throttled=exc.throttled,
         )
-        return Finished(delivery, outcome, exc.deactivate_address)
+        return Finished(delivery, outcome, exc.deactivate_address, exc.gone)
     except Exception as exc:
         # A bug or an unexpected failure in a channel costs one attempt of one row, never
         # the batch.
@@ -629,6 +673,5 @@ def _send_one(
             max_attempts=max_attempts,
         )
         return Finished(delivery, outcome)
-    return Finished(
-        delivery, Outcome.sent(delivery, provider_message_id=result.provider_message_id)
-    )
+    outcome = Outcome.sent(delivery, provider_message_id=result.provider_message_id)
+    return Finished(delivery, outcome, gone=result.gone)

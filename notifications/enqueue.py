@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -25,7 +25,7 @@ from django.db.models import Value
 from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
-from notifications import catalogue, lanes, outbox, preferences, quiet, wakeup
+from notifications import catalogue, digests, lanes, outbox, preferences, quiet, wakeup
 from notifications.channels.base import AddressSource
 from notifications.models import (
     DEFAULT_LANE,
@@ -44,12 +44,15 @@ CANCEL_KEY_MAX = 200  # Notification.cancel_key's max_length
 @dataclass(frozen=True)
 class Enqueued:
     """What send_notification() (or add_channels()) wrote: the notification, the channels it
-    queued for a drain to send, and the channels it wrote as skipped, each with its reason
-    (a SkipReason value: "opted_out", "no_address", "channel_off")."""
+    queued for a drain to send on their own, the channels it wrote as skipped, each with its
+    reason (a SkipReason value: "opted_out", "no_address", "channel_off"), and the channels
+    on which it joined a digest instead (the recipient's digest, or its category's throttle
+    window), each with the digest's delivery id."""
 
     notification: Notification
     queued: tuple[str, ...] = ()
     skipped: dict[str, str] = field(default_factory=dict)
+    digested: dict[str, int] = field(default_factory=dict)
 
 
 def _channels(channels: Iterable[str]) -> list[str]:
@@ -158,9 +161,11 @@ def send_notification(
 @dataclass(frozen=True)
 class _Decisions:
     """Per channel, in order: None (queue it) or a SkipReason; and when quiet hours hold the
-    ones queued on channels in held."""
+    ones queued on channels in held; the category and preferences they were decided by."""
 
     reasons: dict[str, str | None]
+    category: str
+    prefs: preferences.Preferences
     held: frozenset[str] = frozenset()
     held_until: datetime | None = None
 
@@ -230,15 +235,17 @@ def _decide(
             time_zone=prefs.time_zone, start=prefs.quiet_start, end=prefs.quiet_end, due=when
         )
         if until is not None:
-            return _Decisions(reasons, held, until)
-    return _Decisions(reasons)
+            return _Decisions(reasons, category_name, prefs, held, until)
+    return _Decisions(reasons, category_name, prefs)
 
 
 def _own_channels(user, addressed: set[str], sources) -> list[str]:
-    """The channels a user has an address on (email first, then the rest by name); email
-    alone, to be written as skipped, when they have none at all."""
+    """The channels a user has an address on (email first, then the rest by name, then the
+    inbox); email alone, to be written as skipped, when they have none at all."""
     names = [n for n, s in sources.items() if s == AddressSource.EMAIL and user.email]
     names += sorted(n for n in addressed if n in sources and n not in names)
+    # Every account has an inbox: a channel that delivers there reaches everyone.
+    names += [n for n, s in sources.items() if s == AddressSource.ACCOUNT]
     if names:
         return names
     email = [n for n, s in sources.items() if s == AddressSource.EMAIL]
@@ -251,8 +258,17 @@ def _own_channels(user, addressed: set[str], sources) -> list[str]:
 
 
 def _write(
-    notification: Notification, decisions: _Decisions, *, lane: str, when: datetime | None
+    notification: Notification,
+    decisions: _Decisions,
+    *,
+    lane: str,
+    when: datetime | None,
+    throttled: bool = True,
 ) -> Enqueued:
+    """Write the decided rows; throttled=False leaves the category's throttle uncounted
+    (add_channels: the notification was counted when it was sent)."""
+    sendable = [n for n, r in decisions.reasons.items() if r is None]
+    digested = _gather(notification, decisions, sendable, lane=lane, when=when, throttled=throttled)
     due = {}
     if when is not None:
         # The database's clock decides: a send_at it has passed is due at once.
@@ -260,6 +276,8 @@ def _write(
     held = {"next_attempt_at": decisions.held_until, "held_until": decisions.held_until}
     rows = []
     for name, reason in decisions.reasons.items():
+        if name in digested:
+            continue
         if reason is not None:
             state = {"status": Status.SKIPPED, "skip_reason": reason}
         else:
@@ -268,7 +286,7 @@ def _write(
             NotificationDelivery(notification=notification, channel=name, lane=lane, **state)
         )
     NotificationDelivery.objects.bulk_create(rows, ignore_conflicts=True)
-    queued = tuple(n for n, r in decisions.reasons.items() if r is None)
+    queued = tuple(n for n in sendable if n not in digested)
     if queued:
         # The drains hear of the rows once they are committed (at once outside a transaction).
         transaction.on_commit(wakeup.request_wake, robust=True)
@@ -276,6 +294,65 @@ def _write(
         notification=notification,
         queued=queued,
         skipped={n: str(r) for n, r in decisions.reasons.items() if r is not None},
+        digested=digested,
+    )
+
+
+def _gather(
+    notification: Notification,
+    decisions: _Decisions,
+    names: list[str],
+    *,
+    lane: str,
+    when: datetime | None,
+    throttled: bool,
+) -> dict[str, int]:
+    """Join names to a digest where the recipient takes the category as one, or where this
+    notification is one past its category's throttle; return the digest delivery per channel
+    (none: each is sent on its own). Runs in the enqueuing transaction, whose rollback takes
+    the join and the throttle's count with it."""
+    if not names:
+        return {}
+    prefs, category = decisions.prefs, decisions.category
+    digest = prefs.digest_for(category)
+    if digest is not None:
+        kind = digests.DIGEST_KIND
+        zone = prefs.time_zone
+        first = digests.window(digest, time_zone=zone, at=when)
+
+        def next_window(end: datetime) -> digests.Window:
+            return digests.window(digest, time_zone=zone, at=end)
+
+    else:
+        throttle = digests.throttle_of(category)
+        # A scheduled send is not counted against the window it was queued in.
+        if throttle is None or not throttled or when is not None:
+            return {}
+        first = digests.over_throttle(
+            user_id=notification.user_id, category=category, throttle=throttle
+        )
+        if first is None:
+            return {}
+        kind = digests.THROTTLE_KIND
+        length = timedelta(seconds=throttle.seconds)
+
+        def next_window(end: datetime) -> digests.Window:
+            return digests.Window(end, end + length)
+
+    held = frozenset(name for name in names if prefs.holds(name))
+    quiet_hours = None
+    if held:
+        quiet_hours = digests.Quiet(prefs.time_zone, prefs.quiet_start, prefs.quiet_end, held)
+    return digests.join(
+        notification_id=notification.id,
+        user_id=notification.user_id,
+        category=category,
+        kind=kind,
+        channels=names,
+        first=first,
+        next_window=next_window,
+        lane=lane,
+        quiet_hours=quiet_hours,
     )
 
 
@@ -284,8 +361,9 @@ def cancel_notifications(*, key: str, user=None) -> CancelCounts:
     given) that no drain has claimed yet; say how many were cancelled, how many were being
     sent at that moment (too late), and how many had finished already.
 
-    One statement: a delivery is either claimed by a drain or cancelled, never both
-    (notifications/outbox.py, CANCEL_SQL, says why)."""
+    Two statements in one transaction (outbox.cancel_key: the open digests locked, then the
+    deliveries cancelled and the items withdrawn): a delivery is either claimed by a drain or
+    cancelled, never both."""
     key = _cancel_key(key)
     if not key:
         raise ValueError("key must not be empty: a notification without a cancel_key has none.")
@@ -342,4 +420,5 @@ def add_channels(
         return Enqueued(notification=notification)
     reached = any(status != Status.SKIPPED for status in present.values())
     decisions = _decide(user=notification.user, kind=kind, names=names, when=when, reached=reached)
-    return _write(notification, decisions, lane=lane, when=when)
+    with transaction.atomic():
+        return _write(notification, decisions, lane=lane, when=when, throttled=False)

@@ -157,6 +157,10 @@ class Notification(models.Model):
     created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
     read_at = models.DateTimeField(_("read"), null=True, blank=True)
     archived_at = models.DateTimeField(_("archived"), null=True, blank=True)
+    # When the in-app channel delivered it: the notification is in its recipient's inbox from
+    # then on (null: not, or not yet). Written by the inapp channel's send, on the database
+    # clock, so the inbox's order and its keyset pages read one column.
+    inbox_at = models.DateTimeField(_("in the inbox since"), null=True, blank=True)
     # The sender's name for this notification, so that it can withdraw it before it is sent
     # (enqueue.cancel_notifications): "order-42-reminder". Empty: it cannot be cancelled.
     cancel_key = models.CharField(
@@ -175,6 +179,18 @@ class Notification(models.Model):
                 fields=["cancel_key", "user"],
                 condition=~Q(cancel_key=""),
                 name="notifications_cancel_key",
+            ),
+            # The inbox's pages, newest first, keyset on (inbox_at, id): archived ones leave it.
+            models.Index(
+                fields=["user", "-inbox_at", "-id"],
+                condition=Q(inbox_at__isnull=False, archived_at__isnull=True),
+                name="notifications_inbox",
+            ),
+            # The unread badge: counted from this index alone.
+            models.Index(
+                fields=["user", "-inbox_at"],
+                condition=Q(inbox_at__isnull=False, archived_at__isnull=True, read_at__isnull=True),
+                name="notifications_inbox_unread",
             ),
         ]
 
@@ -416,6 +432,14 @@ class ProviderRate(models.Model):
         return f"{self.key}: next at {self.next_slot_at}"
 
 
+# The web push channel's name: its addresses are subscriptions, several a user.
+WEBPUSH = "webpush"
+
+# The in-app channel's name: it delivers to the recipient's inbox on this site, which every
+# account has (notifications/channels/inapp.py, notifications/inbox.py).
+INAPP = "inapp"
+
+
 class ChannelAddress(models.Model):
     """Where a user receives a channel other than email (which comes from the auth user)."""
 
@@ -426,7 +450,10 @@ class ChannelAddress(models.Model):
     address = models.CharField(
         _("address"),
         max_length=500,
-        help_text=_("A Telegram chat id, a Discord user id, or a webhook endpoint's URL."),
+        help_text=_(
+            "A Telegram chat id, a Discord user id, a webhook endpoint's URL, or a browser's "
+            "push endpoint."
+        ),
     )
     is_active = models.BooleanField(_("active"), default=True)
     created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
@@ -440,11 +467,20 @@ class ChannelAddress(models.Model):
         verbose_name = _("channel address")
         verbose_name_plural = _("channel addresses")
         constraints = [
+            # One active address a channel, except web push: a user has a subscription on
+            # every browser they allowed, and each is an address of its own.
             models.UniqueConstraint(
                 fields=["user", "channel"],
-                condition=Q(is_active=True),
+                condition=Q(is_active=True) & ~Q(channel=WEBPUSH),
                 name="channel_addresses_one_active",
-            )
+            ),
+            # A push endpoint is one browser's: when another user subscribes from it (a shared
+            # computer), the subscription moves to them (notifications/subscriptions.py).
+            models.UniqueConstraint(
+                fields=["channel", "address"],
+                condition=Q(is_active=True, channel=WEBPUSH),
+                name="channel_addresses_one_push_owner",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -528,6 +564,129 @@ class ChannelPreference(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.user_id} {self.category}/{self.channel}: {'on' if self.enabled else 'off'}"
+
+
+class Cadence(models.TextChoices):
+    """How often a category reaches a recipient: each notification as it comes, or gathered
+    into one digest per window (notifications/digests.py)."""
+
+    INSTANT = "instant", _("as it happens")
+    HOURLY = "hourly", _("hourly digest")
+    DAILY = "daily", _("daily digest")
+    WEEKLY = "weekly", _("weekly digest")
+
+
+class DigestChoice(models.Model):
+    """A recipient's digest for one category, where they chose one: the category's
+    notifications wait for the window's end (at hour, on weekday for a weekly one, in the
+    recipient's time zone) and go out together. No row: each is sent as it comes."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="digest_choices",
+        verbose_name=_("recipient"),
+        # The unique (user, category) index starts with this column already.
+        db_index=False,
+    )
+    category = models.CharField(_("category"), max_length=64)
+    cadence = models.CharField(_("how often"), max_length=16, choices=Cadence.choices)
+    # Daily and weekly: the hour of the day it goes out, 0–23, on the recipient's clock.
+    hour = models.PositiveSmallIntegerField(_("at hour"), null=True, blank=True)
+    # Weekly: the day, 0 (Monday) to 6 (Sunday), as Python's date.weekday() counts.
+    weekday = models.PositiveSmallIntegerField(_("on weekday"), null=True, blank=True)
+    updated_at = models.DateTimeField(_("changed"), db_default=DatabaseNow())
+
+    class Meta:
+        db_table = 'notifications"."digest_choices'
+        verbose_name = _("digest choice")
+        verbose_name_plural = _("digest choices")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "category"], name="digest_choices_one_each"),
+            # Each cadence with exactly the fields it needs; instant is no row at all.
+            models.CheckConstraint(
+                condition=Q(cadence=Cadence.HOURLY, hour__isnull=True, weekday__isnull=True)
+                | Q(cadence=Cadence.DAILY, hour__gte=0, hour__lte=23, weekday__isnull=True)
+                | Q(
+                    cadence=Cadence.WEEKLY,
+                    hour__gte=0,
+                    hour__lte=23,
+                    weekday__gte=0,
+                    weekday__lte=6,
+                ),
+                name="digest_choices_cadence_fields",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.user_id} {self.category}: {self.cadence}"
+
+
+class DigestItem(models.Model):
+    """One notification gathered into a digest: the carrier, a delivery like any other (its
+    notification's type is "digest"), which renders its items when it is sent.
+
+    Written by notifications/digests.py inside the enqueuing transaction, and only while the
+    carrier is pending and was never claimed, so what a carrier sends is fixed by its first
+    claim: a retry sends the same items again, and a later notification joins the next window.
+    """
+
+    # Both keys' constraints are made by migration 0009, with ON DELETE CASCADE: pruning
+    # deletes carriers and notifications in raw SQL, and their items go with them. (Django's
+    # DB_CASCADE would say so here, but it may not point at a model that others delete with
+    # Python's CASCADE, as Notification's deliveries are.)
+    carrier = models.ForeignKey(
+        NotificationDelivery,
+        on_delete=models.CASCADE,
+        related_name="digest_items",
+        verbose_name=_("digest"),
+        db_constraint=False,
+        # The primary key (carrier, notification) starts with this column already.
+        db_index=False,
+    )
+    notification = models.ForeignKey(
+        Notification,
+        on_delete=models.CASCADE,
+        related_name="digest_items",
+        verbose_name=_("notification"),
+        db_constraint=False,
+    )
+    pk = models.CompositePrimaryKey("carrier", "notification")
+    # The moment it joined, by the clock, not the transaction's start: items joined in one
+    # transaction still come out in the order they joined (newest first).
+    joined_at = models.DateTimeField(
+        _("joined"),
+        db_default=models.Func(function="clock_timestamp", output_field=models.DateTimeField()),
+    )
+
+    class Meta:
+        db_table = 'notifications"."digest_items'
+        verbose_name = _("digest item")
+        verbose_name_plural = _("digest items")
+
+    def __str__(self) -> str:
+        return f"#{self.carrier_id} ∋ {self.notification_id}"
+
+
+class ThrottleCount(models.Model):
+    """How many notifications of one category a recipient has been sent one by one in one
+    throttle window (NOTIFICATION_THROTTLES); past the limit they fold into a digest due at
+    the window's end. Written by notifications/digests.py in raw SQL; pruned a day after."""
+
+    pk = models.CompositePrimaryKey("user", "category", "window_end")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    category = models.CharField(max_length=64)
+    window_end = models.DateTimeField()
+    sent = models.PositiveIntegerField(db_default=0)
+
+    class Meta:
+        db_table = 'notifications"."throttle_counts'
+        indexes = [models.Index(fields=["window_end"], name="throttle_counts_window_end")]
+
+    def __str__(self) -> str:
+        return f"#{self.user_id} {self.category} until {self.window_end}: {self.sent}"
 
 
 class DrainHeartbeat(models.Model):
@@ -622,3 +781,30 @@ class WebhookSecret(models.Model):
 
     def secrets(self) -> list[str]:
         return [s for s in (self.secret, self.previous_secret) if s]
+
+
+class PushSubscription(models.Model):
+    """The keys of one browser's Web Push subscription (a ChannelAddress on the webpush
+    channel, whose address is the push service's endpoint URL): what RFC 8291 encrypts each
+    payload to. Both are the browser's, base64url as PushSubscription.toJSON() gives them."""
+
+    address = models.OneToOneField(
+        ChannelAddress,
+        on_delete=models.CASCADE,
+        related_name="push_subscription",
+        verbose_name=_("endpoint"),
+    )
+    # The browser's P-256 public key, uncompressed (65 bytes: 87 characters of base64url).
+    p256dh = models.CharField(_("public key"), max_length=100)
+    # The 16-byte authentication secret (22 characters).
+    auth = models.CharField(_("authentication secret"), max_length=32)
+    # What the browser said it was when it subscribed, so a user can tell devices apart.
+    user_agent = models.CharField(_("browser"), max_length=200, blank=True, default="")
+
+    class Meta:
+        db_table = 'notifications"."push_subscriptions'
+        verbose_name = _("push subscription")
+        verbose_name_plural = _("push subscriptions")
+
+    def __str__(self) -> str:
+        return f"#{self.address_id}"

@@ -9,12 +9,14 @@ states.
                            |                                 dead after DELIVERY_MAX_THROTTLES
                            |----not sent in time (release)--> pending, the send not counted
                            '----lease expired (reaper)--> pending, or dead when spent
-    pending --cancel--> cancelled (terminal; only a row no drain holds)
+    pending --cancel--> cancelled (terminal; only a row no drain holds; a digest's carrier
+                                   also when cancelling took out every notification it had)
 
-Every statement is one statement, so it is its own transaction: no lock is held across a
-network call, and nothing here is session-scoped (it works through PgBouncer in transaction
-pooling). Tables are schema-qualified because production keeps the default search_path. Every
-time is the database's `now()`, never the app server's clock.
+Every statement is one statement, so it is its own transaction (but cancel_key's two, which
+share one): no lock is held across a network call, and nothing here is session-scoped (it
+works through PgBouncer in transaction pooling). Tables are schema-qualified because
+production keeps the default search_path. Every time is the database's `now()`, never the app
+server's clock.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, transaction
 
 from notifications import backoff, lanes
 from notifications.lanes import Lane
@@ -79,14 +81,17 @@ class Outcome(NamedTuple):
     throttled: bool = False
 
     @classmethod
+    def for_claim(cls, delivery: ClaimedDelivery, status: str, **fields) -> Outcome:
+        """An outcome for this claim (its row, its fence, its channel) with status and fields."""
+        return cls(delivery.id, delivery.attempts, status, channel=delivery.channel, **fields)
+
+    @classmethod
     def sent(cls, delivery: ClaimedDelivery, *, provider_message_id: str) -> Outcome:
-        return cls(
-            delivery.id,
-            delivery.attempts,
+        return cls.for_claim(
+            delivery,
             Status.SENT,
             # The column's length: a provider's id of any length must not fail the write.
             provider_message_id=provider_message_id[:255],
-            channel=delivery.channel,
         )
 
     @classmethod
@@ -109,14 +114,12 @@ class Outcome(NamedTuple):
             max_attempts=max_attempts or settings.DELIVERY_MAX_ATTEMPTS,
             retry_after=retry_after,
         )
-        return cls(
-            delivery.id,
-            delivery.attempts,
+        return cls.for_claim(
+            delivery,
             decision.status,
             delay=decision.delay,
             error_code=code[:64],
             error_message=message[:2000],
-            channel=delivery.channel,
         )
 
     @classmethod
@@ -134,27 +137,23 @@ class Outcome(NamedTuple):
         max_throttles = max_throttles or settings.DELIVERY_MAX_THROTTLES
         throttles = delivery.throttles + 1
         if throttles >= max_throttles:
-            return cls(
-                delivery.id,
-                delivery.attempts,
+            return cls.for_claim(
+                delivery,
                 Status.DEAD,
                 error_code="THROTTLED",
                 error_message=(
                     f"The provider refused {throttles} sends as too many requests (HTTP 429)."
                     + (f" Last: {message}" if message else "")
                 )[:2000],
-                channel=delivery.channel,
                 throttled=True,
             )
         delay = retry_after if retry_after and retry_after > timedelta() else THROTTLE_DELAY
-        return cls(
-            delivery.id,
-            delivery.attempts,
+        return cls.for_claim(
+            delivery,
             Status.PENDING,
             delay=delay,
             error_code="THROTTLED",
             error_message=(message or "Too many requests (HTTP 429).")[:2000],
-            channel=delivery.channel,
             throttled=True,
         )
 
@@ -580,15 +579,58 @@ def cancel(delivery_ids: Sequence[int]) -> set[int]:
     return _update_ids(CANCEL_SQL, delivery_ids)
 
 
-# Every pending delivery of the notifications under a cancel key (and of one user, when given)
-# at once, then the key's other deliveries counted, in one statement. The SELECT reads the
-# snapshot taken before the UPDATE: a row it sees pending that the UPDATE did not cancel was
-# claimed meanwhile (the UPDATE waited for that claim, see above), so it is in flight.
+# A notification gathered into a digest has no delivery of its own on that channel: it is an
+# item of the carrier (digest_items), and cancelling it withdraws the item while the carrier is
+# open (pending, never claimed: what a join may still add to). First, the open carriers holding
+# the key's items are locked, FOR NO KEY UPDATE and in id order (two cancels lock them in the
+# same order). That lock is the join's and the claim's answer: a join locks its carrier FOR
+# SHARE and a claim FOR UPDATE SKIP LOCKED, so this waits for a join or a claim under way to
+# commit, and a claim that comes after skips the carrier until this transaction has. After a
+# wait PostgreSQL re-reads the carrier, so one a claim took meanwhile (processing, attempts
+# bumped) is no longer open and is not locked: it keeps its items, fixed by the claim, and the
+# key's notification in it is in flight.
+LOCK_CARRIERS_SQL = f"""
+SELECT d.id
+FROM notifications.notification_deliveries AS d
+WHERE d.id IN (
+    SELECT i.carrier_id
+    FROM notifications.digest_items AS i
+    JOIN notifications.notifications AS n ON n.id = i.notification_id
+    WHERE n.cancel_key = %(key)s
+      AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
+)
+  AND d.status = '{Status.PENDING}'
+  AND d.attempts = 0
+ORDER BY d.id
+FOR NO KEY UPDATE OF d
+""".strip()
+
+# Then, in the same transaction, one statement: every pending delivery of the notifications
+# under the key cancelled, their items withdrawn from the carriers locked above, each of those
+# carriers left with no item cancelled too (a digest of nothing is not sent), and the key's
+# other deliveries and items counted. The SELECT reads the snapshot taken before the UPDATE: a
+# row it sees pending that the UPDATE did not cancel was claimed meanwhile (the UPDATE waited
+# for that claim, see above), so it is in flight.
+#
+# It is a second statement, not a CTE of the first, because of what it must see: a join that
+# the lock waited for added an item after the first statement's snapshot was taken, and only a
+# later statement's snapshot has it. Judged from the first snapshot, a carrier holding that
+# item could look empty and be cancelled, and the joined notification with it. While the
+# carriers are locked no join adds to them and no claim takes them, so what this statement
+# reads of them is how they are sent, or cancelled.
 CANCEL_KEY_SQL = f"""
 WITH keyed AS (
     SELECT d.id, d.status
     FROM notifications.notification_deliveries AS d
     JOIN notifications.notifications AS n ON n.id = d.notification_id
+    WHERE n.cancel_key = %(key)s
+      AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
+),
+items AS (
+    SELECT i.carrier_id, i.notification_id, c.status
+    FROM notifications.digest_items AS i
+    JOIN notifications.notifications AS n ON n.id = i.notification_id
+    JOIN notifications.notification_deliveries AS c ON c.id = i.carrier_id
     WHERE n.cancel_key = %(key)s
       AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
 ),
@@ -599,22 +641,62 @@ cancelled AS (
     WHERE d.id = keyed.id
       AND d.status = 'pending'
     RETURNING d.id
+),
+withdrawn AS (
+    DELETE FROM notifications.digest_items AS i
+    USING items
+    WHERE i.carrier_id = items.carrier_id
+      AND i.notification_id = items.notification_id
+      AND i.carrier_id = ANY(%(carriers)s::bigint[])
+    RETURNING i.carrier_id, i.notification_id
+),
+emptied AS (
+    UPDATE notifications.notification_deliveries AS d
+    SET status = '{Status.CANCELLED}',
+        error_code = 'CANCELLED',
+        error_message = 'Every notification it gathered was cancelled before it was sent.'
+    WHERE d.id = ANY(%(carriers)s::bigint[])
+      AND d.status = '{Status.PENDING}'
+      AND d.attempts = 0
+      AND NOT EXISTS (
+          SELECT FROM notifications.digest_items AS i
+          WHERE i.carrier_id = d.id
+            AND NOT EXISTS (
+                SELECT FROM items
+                WHERE items.carrier_id = i.carrier_id
+                  AND items.notification_id = i.notification_id
+            )
+      )
+    RETURNING d.id
+),
+kept AS (
+    SELECT items.status
+    FROM items
+    WHERE NOT EXISTS (
+        SELECT FROM withdrawn
+        WHERE withdrawn.carrier_id = items.carrier_id
+          AND withdrawn.notification_id = items.notification_id
+    )
 )
-SELECT (SELECT count(*) FROM cancelled) AS "cancelled",
+SELECT (SELECT count(*) FROM cancelled) + (SELECT count(*) FROM withdrawn) AS "cancelled",
        count(*) FILTER (
            WHERE keyed.status = 'processing'
               OR (keyed.status = 'pending' AND keyed.id NOT IN (SELECT id FROM cancelled))
-       ) AS "in_flight",
-       count(*) FILTER (WHERE keyed.status <> ALL(%(open)s::text[])) AS "finished"
+       ) + (SELECT count(*) FROM kept WHERE kept.status = ANY(%(open)s::text[])) AS "in_flight",
+       count(*) FILTER (WHERE keyed.status <> ALL(%(open)s::text[]))
+           + (SELECT count(*) FROM kept WHERE kept.status <> ALL(%(open)s::text[]))
+           AS "finished",
+       (SELECT count(*) FROM emptied) AS "emptied"
 FROM keyed
 """.strip()
 
 
 @dataclass(frozen=True)
 class CancelCounts:
-    """What cancelling a key did: deliveries cancelled now; deliveries a drain holds (being
-    sent, so no longer cancellable); deliveries already finished (sent, failed, dead, or
-    cancelled before)."""
+    """What cancelling a key did: deliveries cancelled now (a notification withdrawn from a
+    digest not yet claimed counts as one per channel); deliveries a drain holds (being sent,
+    so no longer cancellable), and items of a digest that was claimed already; deliveries and
+    items already finished (sent, failed, dead, or cancelled before)."""
 
     cancelled: int
     in_flight: int
@@ -622,13 +704,21 @@ class CancelCounts:
 
 
 def cancel_key(*, key: str, user_id: int | None = None) -> CancelCounts:
-    """Cancel every pending delivery under key (of user_id's notifications, when given)."""
-    with connection.cursor() as cursor:
+    """Cancel every pending delivery under key (of user_id's notifications, when given), and
+    withdraw its notifications from the digests that have not been claimed yet.
+
+    Two statements in one transaction (CANCEL_KEY_SQL says why): the one place here that
+    holds a lock across statements, for as long as it takes to run the second."""
+    params = {"key": key, "user_id": user_id}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(LOCK_CARRIERS_SQL, params)
+        carriers = [row[0] for row in cursor.fetchall()]
         cursor.execute(
             CANCEL_KEY_SQL,
-            {"key": key, "user_id": user_id, "open": [Status.PENDING, Status.PROCESSING]},
+            {**params, "carriers": carriers, "open": [Status.PENDING, Status.PROCESSING]},
         )
-        return CancelCounts(*cursor.fetchone())
+        cancelled, in_flight, finished, _emptied = cursor.fetchone()
+    return CancelCounts(cancelled, in_flight, finished)
 
 
 def _update_ids(sql: str, delivery_ids: Sequence[int]) -> set[int]:

@@ -1,9 +1,10 @@
-"""What each recipient has chosen: which categories reach them on which channel, their time
-zone, and their quiet hours.
+"""What each recipient has chosen: which categories reach them on which channel, which come
+as a digest and when, their time zone, and their quiet hours.
 
 Read by enqueue (notifications/enqueue.py), which writes a delivery the recipient does not
 want as skipped; written by the preference centre, the admin and an email's unsubscribe link.
-A choice is stored only where it differs from its category's default (ChannelPreference).
+A choice is stored only where it differs from its category's default (ChannelPreference); a
+digest only where one is chosen (DigestChoice: no row, each notification comes as it happens).
 """
 
 from __future__ import annotations
@@ -21,11 +22,20 @@ from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
 from notifications.catalogue import CATEGORIES
-from notifications.models import DEMO_CHANNEL, ChannelPreference
+from notifications.digests import Digest
+from notifications.models import (
+    DEMO_CHANNEL,
+    WEBPUSH,
+    Cadence,
+    ChannelPreference,
+    DatabaseNow,
+    DigestChoice,
+)
 
-# The channels that interrupt (a phone buzzes): quiet hours always hold them. Email waits in
-# an inbox, so it is held only when the recipient asks (Recipient.quiet_email).
-INTERRUPTING = frozenset({"telegram", "discord", "push"})
+# The channels that interrupt (a phone buzzes, a browser pops up a notification): quiet hours
+# always hold them. Email waits in an inbox, so it is held only when the recipient asks
+# (Recipient.quiet_email).
+INTERRUPTING = frozenset({"telegram", "discord", WEBPUSH})
 
 TIME_ZONE_MAX = 64  # Recipient.time_zone's max_length
 
@@ -40,11 +50,20 @@ class Preferences:
     quiet_email: bool = False
     # The stored choices, (category, channel) → on; the rest are the categories' defaults.
     choices: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    # The categories taken as a digest, and how (DigestChoice); the rest come as they happen.
+    digests: Mapping[str, Digest] = field(default_factory=dict)
 
     def enabled(self, category: str, channel: str) -> bool:
         """Whether category reaches this recipient on channel."""
         chosen = self.choices.get((category, channel))
         return CATEGORIES[category].default_for(channel) if chosen is None else chosen
+
+    def digest_for(self, category: str) -> Digest | None:
+        """How category is gathered for this recipient: None when each is sent as it comes,
+        which a required category always is."""
+        if CATEGORIES[category].required:
+            return None
+        return self.digests.get(category)
 
     def holds(self, channel: str) -> bool:
         """Whether this recipient's quiet hours hold sends on channel."""
@@ -53,14 +72,18 @@ class Preferences:
         return channel in INTERRUPTING or (channel == "email" and self.quiet_email)
 
 
-# A recipient's settings row (kind 's') and their stored choices (kind 'c'), in one statement:
-# enqueue reads them for every notification.
+# A recipient's settings row (kind 's'), their stored choices ('c') and their digests ('d'),
+# in one statement: enqueue reads them for every notification.
 _PREFERENCES_SQL = """
-SELECT 's', time_zone, quiet_start, quiet_end, quiet_email, NULL, NULL, NULL
+SELECT 's', time_zone, quiet_start, quiet_end, quiet_email, NULL, NULL, NULL, NULL::smallint,
+       NULL::smallint
 FROM notifications.recipients WHERE user_id = %(user)s
 UNION ALL
-SELECT 'c', NULL, NULL, NULL, NULL, category, channel, enabled
+SELECT 'c', NULL, NULL, NULL, NULL, category, channel, enabled, NULL, NULL
 FROM notifications.channel_preferences WHERE user_id = %(user)s
+UNION ALL
+SELECT 'd', NULL, NULL, NULL, NULL, category, cadence, NULL, hour, weekday
+FROM notifications.digest_choices WHERE user_id = %(user)s
 """.strip()
 
 
@@ -68,19 +91,28 @@ def of(user) -> Preferences:
     """The preferences of user (a saved user or a user id), in one statement."""
     user_id = getattr(user, "pk", user)
     settings_row = None
-    choices = {}
+    choices, digests = {}, {}
     with connection.cursor() as cursor:
         cursor.execute(_PREFERENCES_SQL, {"user": user_id})
-        for kind, zone, start, end, email, category, channel, enabled in cursor.fetchall():
+        for row in cursor.fetchall():
+            kind, zone, start, end, email, category, channel, enabled, hour, weekday = row
             if kind == "s":
                 settings_row = (zone, start, end, email)
-            else:
+            elif kind == "c":
                 choices[(category, channel)] = enabled
+            elif category in CATEGORIES:
+                # channel holds the cadence here.
+                digests[category] = Digest(channel, hour, weekday)
     if settings_row is None:
-        return Preferences(choices=choices)
+        return Preferences(choices=choices, digests=digests)
     zone, start, end, email = settings_row
     return Preferences(
-        time_zone=zone, quiet_start=start, quiet_end=end, quiet_email=email, choices=choices
+        time_zone=zone,
+        quiet_start=start,
+        quiet_end=end,
+        quiet_email=email,
+        choices=choices,
+        digests=digests,
     )
 
 
@@ -129,6 +161,99 @@ def choose(user, *, choices: Mapping[tuple[str, str], bool]) -> None:
             else:
                 ChannelPreference.objects.update_or_create(
                     user=user, category=category, channel=channel, defaults={"enabled": enabled}
+                )
+
+
+def digest_categories() -> dict[str, object]:
+    """The categories a recipient may take as a digest: the choosable ones but the required,
+    which are always sent at once."""
+    return {name: c for name, c in choosable_categories().items() if not c.required}
+
+
+def _whole(value) -> bool:
+    # An hour or a day is a whole number; True is not one, though Python counts it as 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_digest(category: str, digest: Digest | None) -> Digest | None:
+    """Return digest as choose_digests stores it for category: None for as it happens (no
+    row), an hourly one without hour or day, a daily one without day. Raise ValidationError,
+    keyed by the part at fault ("category", "cadence", "hour" or "weekday"), for a category no
+    one takes as a digest, or a digest without the hour or day it needs. Writes nothing."""
+    if category not in CATEGORIES or not CATEGORIES[category].choosable:
+        raise ValidationError({"category": _("Unknown category %(name)r.") % {"name": category}})
+    if digest is None or digest.cadence == Cadence.INSTANT:
+        return None
+    if CATEGORIES[category].required:
+        raise ValidationError(
+            {
+                "category": _("%(category)s messages are always sent at once, never in a digest.")
+                % {"category": CATEGORIES[category].label}
+            }
+        )
+    if digest.cadence not in Cadence.values:
+        raise ValidationError(
+            {"cadence": _("Choose how often: as it happens, or an hourly, daily or weekly digest.")}
+        )
+    if digest.cadence == Cadence.HOURLY:
+        return Digest(Cadence.HOURLY.value)
+    errors = {}
+    if digest.hour is None:
+        errors["hour"] = _("Choose the hour the digest goes out.")
+    elif not _whole(digest.hour) or not 0 <= digest.hour <= 23:
+        errors["hour"] = _("The hour is a whole number from 0 to 23.")
+    if digest.cadence == Cadence.WEEKLY:
+        if digest.weekday is None:
+            errors["weekday"] = _("Choose the day a weekly digest goes out.")
+        elif not _whole(digest.weekday) or not 0 <= digest.weekday <= 6:
+            errors["weekday"] = _("The day is a number from 0 (Monday) to 6 (Sunday).")
+    if errors:
+        raise ValidationError(errors)
+    weekday = digest.weekday if digest.cadence == Cadence.WEEKLY else None
+    return Digest(Cadence(digest.cadence).value, digest.hour, weekday)
+
+
+def check_digests(digests: Mapping[str, Digest | None]) -> dict[str, Digest | None]:
+    """The digests (category → Digest, or None for as it happens) as choose_digests stores
+    them; ValidationError, naming each category at fault, where check_digest refuses one."""
+    checked, errors = {}, []
+    for category, digest in digests.items():
+        try:
+            checked[category] = check_digest(category, digest)
+        except ValidationError as exc:
+            for part, messages in exc.message_dict.items():
+                for message in messages:
+                    # A refused category names itself; an hour or a day says whose it is.
+                    if part != "category":
+                        message = _("%(category)s: %(error)s") % {
+                            "category": CATEGORIES[category].label,
+                            "error": message,
+                        }
+                    errors.append(ValidationError(message))
+    if errors:
+        raise ValidationError(errors)
+    return checked
+
+
+def choose_digests(user, *, digests: Mapping[str, Digest | None]) -> None:
+    """Store user's digests (category → Digest, or None for as it happens) in one
+    transaction. Raises ValidationError, storing nothing, where check_digests refuses one."""
+    with transaction.atomic():
+        # The user's row locked as choose() locks it: one save of their settings at a time.
+        get_user_model()._default_manager.select_for_update().filter(pk=user.pk).exists()
+        for category, digest in check_digests(digests).items():
+            if digest is None:
+                DigestChoice.objects.filter(user=user, category=category).delete()
+            else:
+                DigestChoice.objects.update_or_create(
+                    user=user,
+                    category=category,
+                    defaults={
+                        "cadence": digest.cadence,
+                        "hour": digest.hour,
+                        "weekday": digest.weekday,
+                        "updated_at": DatabaseNow(),
+                    },
                 )
 
 

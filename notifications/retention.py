@@ -15,7 +15,10 @@ the last one stopped and the rows already deleted are not walked again:
 
 A pending or processing row is never deleted, however old. A notification goes with its last
 delivery, in the same transaction; notifications that never had one are swept once they are
-as old as the finished walk's horizon.
+as old as the finished walk's horizon. A digest's carrier is pruned like any finished row, and
+its items with it (the database cascades); a notification that is still an item of a carrier
+is never deleted, so nothing drops out of a digest that may yet be sent. Last, the throttle
+windows' counts are deleted a day after their window ended.
 
 Each batch is one transaction of at most `batch` rows, locked with SKIP LOCKED, followed by a
 pause, so pruning never holds many locks at once nor writes WAL in a burst. A row the finished
@@ -127,18 +130,31 @@ SELECT
     (SELECT coalesce(array_agg(DISTINCT notification_id), '{{}}') FROM gone) AS "notifications"
 """.strip()
 
+# A notification gathered into a digest is an item of its carrier (digest_items), often with
+# no delivery of its own: deleting it would take the item with it (the foreign key cascades)
+# and so take it out of a digest not yet sent, or one a staff member may still retry. Such a
+# notification stays while its carrier does; once the carrier is pruned (its items go with it)
+# the notification has neither and is swept like any other.
+_NOT_AN_ITEM_SQL = """
+NOT EXISTS (
+      SELECT FROM notifications.digest_items AS i WHERE i.notification_id = n.id
+  )
+""".strip()
+
 # In the same transaction as the batch: the notifications whose last delivery it deleted.
-ORPHANED_SQL = """
+ORPHANED_SQL = f"""
 DELETE FROM notifications.notifications AS n
 WHERE n.id = ANY(%(ids)s)
   AND NOT EXISTS (
       SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
   )
+  AND {_NOT_AN_ITEM_SQL}
 """.strip()
 
-# Notifications that never had a delivery (queued with no channel a user could be reached
-# on), oldest first, once they are older than the finished horizon.
-EMPTY_SQL = """
+# Notifications without a delivery (queued with no channel a user could be reached on, or
+# gathered into a digest that has been pruned since), oldest first, once they are older than
+# the finished horizon; never one that is still an item of a carrier.
+EMPTY_SQL = f"""
 WITH empty AS MATERIALIZED (
     SELECT n.id
     FROM notifications.notifications AS n
@@ -146,6 +162,7 @@ WITH empty AS MATERIALIZED (
       AND NOT EXISTS (
           SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
       )
+      AND {_NOT_AN_ITEM_SQL}
     ORDER BY n.created_at
     LIMIT %(limit)s
     FOR UPDATE OF n SKIP LOCKED
@@ -170,13 +187,36 @@ WHERE created_at < greatest(%(sent_before)s, %(finished_before)s)
   AND {FINISHED_SQL}
 """.strip()
 
-COUNT_EMPTY_DUE_SQL = """
+COUNT_EMPTY_DUE_SQL = f"""
 SELECT count(*)
 FROM notifications.notifications AS n
 WHERE n.created_at < %(before)s
   AND NOT EXISTS (
       SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
   )
+  AND {_NOT_AN_ITEM_SQL}
+""".strip()
+
+# A throttle window's count is read only while the window is open (digests.THROTTLE_SQL);
+# a day past its end it says nothing anyone asks about. Oldest first on the window_end index,
+# a batch at a time (MATERIALIZED: the LIMIT is applied once, whatever the plan). No lock is
+# taken before the delete, and none is skipped: an enqueue counts only in the window now()
+# falls in (digests.THROTTLE_SQL), so no transaction holds a row a day past its window.
+THROTTLES_SQL = """
+WITH old AS MATERIALIZED (
+    SELECT user_id, category, window_end
+    FROM notifications.throttle_counts
+    WHERE window_end < now() - interval '1 day'
+    ORDER BY window_end
+    LIMIT %(limit)s
+)
+DELETE FROM notifications.throttle_counts AS t
+USING old
+WHERE (t.user_id, t.category, t.window_end) = (old.user_id, old.category, old.window_end)
+""".strip()
+
+COUNT_THROTTLES_DUE_SQL = """
+SELECT count(*) FROM notifications.throttle_counts WHERE window_end < now() - interval '1 day'
 """.strip()
 
 
@@ -223,6 +263,8 @@ class Pruned:
     skipped_deliveries: int = 0
     finished: int = 0
     notifications: int = 0
+    # Throttle windows' counts a day past their window (not deliveries).
+    throttle_counts: int = 0
     batches: int = 0
     seconds: float = 0.0
     complete: bool = False  # both walks reached their horizon: nothing more is due now
@@ -243,7 +285,7 @@ class Pruned:
 
 def due(policy: RetentionPolicy) -> dict[str, int]:
     """Count what pruning would delete now (for --dry-run): sent, skipped (kept as long as
-    sent), finished (failed, dead, cancelled) and empty notifications."""
+    sent), finished (failed, dead, cancelled), empty notifications, and throttle counts."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT now()")
         (now,) = cursor.fetchone()
@@ -254,7 +296,15 @@ def due(policy: RetentionPolicy) -> dict[str, int]:
         sent, skipped, finished = cursor.fetchone()
         cursor.execute(COUNT_EMPTY_DUE_SQL, {"before": finished_before})
         (empty,) = cursor.fetchone()
-    return {"sent": sent, "skipped": skipped, "finished": finished, "empty_notifications": empty}
+        cursor.execute(COUNT_THROTTLES_DUE_SQL)
+        (throttles,) = cursor.fetchone()
+    return {
+        "sent": sent,
+        "skipped": skipped,
+        "finished": finished,
+        "empty_notifications": empty,
+        "throttle_counts": throttles,
+    }
 
 
 def prune(policy: RetentionPolicy) -> Pruned:
@@ -289,9 +339,17 @@ def prune(policy: RetentionPolicy) -> Pruned:
             # What the finished walk passed without deleting is behind its cursor: start it
             # again from the oldest row, where only such rows are left.
             _move(walks[1], token, _BEFORE_ANY_ROW, 0)
+        swept_all = False
         while not out_of_time:
-            swept = _sweep_empty(walks[1].before, policy, token)
+            swept = _sweep(EMPTY_SQL, {"before": walks[1].before}, policy, token)
             result.notifications += swept
+            out_of_time = _out_of_time(policy, started)
+            if swept < policy.batch:
+                swept_all = True
+                break
+        while swept_all and not out_of_time:
+            swept = _sweep(THROTTLES_SQL, {}, policy, token)
+            result.throttle_counts += swept
             out_of_time = _out_of_time(policy, started)
             if swept < policy.batch:
                 result.complete = True
@@ -367,10 +425,10 @@ def _batch(walk: Walk, policy: RetentionPolicy, result: Pruned, token: datetime)
     return scanned
 
 
-def _sweep_empty(before: datetime, policy: RetentionPolicy, token: datetime) -> int:
-    """Delete one batch of notifications that never had a delivery; return how many."""
+def _sweep(sql: str, params: dict, policy: RetentionPolicy, token: datetime) -> int:
+    """Delete one batch (empty notifications, or old throttle counts); return how many."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(EMPTY_SQL, {"before": before, "limit": policy.batch})
+        cursor.execute(sql, {**params, "limit": policy.batch})
         swept = cursor.rowcount
         cursor.execute(ALIVE_SQL, {"token": token})
         if cursor.rowcount != 1:

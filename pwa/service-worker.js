@@ -1,7 +1,7 @@
 // The service worker, served as /service-worker.js by pwa/views.py, which puts
 // `const CONFIG = {…};` before this text (see pwa/precache.py for what it holds). Every
 // decision is V10rPolicy's (static/pwa/policy.js); this file is the plumbing: the install,
-// activate, fetch and message events.
+// activate, fetch, message, push and notificationclick events.
 "use strict";
 
 importScripts(CONFIG.policyUrl);
@@ -106,4 +106,28 @@ self.addEventListener("message", (event) => {
       })(),
     );
   }
+});
+
+// A push from the webpush channel (notifications/channels/): shown, whatever it carries
+// (see policy.notificationFor).
+self.addEventListener("push", (event) => {
+  const shown = policy.notificationFor(event.data ? event.data.text() : null, {
+    origin: self.location.origin,
+    title: self.location.host,
+  });
+  event.waitUntil(self.registration.showNotification(shown.title, shown.options));
+});
+
+// A click: the tab already at the notification's page is focused, else the page is opened.
+self.addEventListener("notificationclick", (event) => {
+  event.notification.close();
+  const target = policy.clickTarget(event.notification.data, self.location.origin);
+  event.waitUntil(
+    (async () => {
+      const open = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
+      const tab = policy.windowFor(open, target);
+      if (tab) return tab.focus();
+      return self.clients.openWindow(target);
+    })(),
+  );
 });

@@ -127,6 +127,13 @@ def notify(user, *, channels=None, label: str = "x") -> Notification:
     ).notification
 
 
+def welcome_by_email(user, name: str) -> enqueue.Enqueued:
+    """The welcome message (category account) for user, by email alone."""
+    return enqueue.send_notification(
+        user=user, type="welcome", params={"name": name}, channels=["email"]
+    )
+
+
 def db_now() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT now()")

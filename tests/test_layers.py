@@ -43,6 +43,7 @@ OUTBOX_PUBLIC = {
     "notifications.preferences",
     "notifications.signals",
     "notifications.stats",
+    "notifications.subscriptions",
     "notifications.unsubscribe",
 }
 

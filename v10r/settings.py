@@ -14,7 +14,7 @@ from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
 # The retry arithmetic is pure (no Django): its defaults are the settings' defaults.
-from core import logs, platform
+from core import logs, platform, vapid
 from v10r import embedded_postgresql, environment
 from v10r.environment import SettingError
 
@@ -156,12 +156,34 @@ DELIVERY_MAX_THROTTLES = environment.whole_number(
     maximum=1000,
     why="a thousand 429s in a row is a provider that will not take it",
 )
+# Throttles (notifications/digests.py): past this many notifications of one category to one
+# recipient in a window of this many seconds, the rest fold into one digest sent when the window
+# ends. Required categories (security) are never throttled; a limit of 0 turns throttling off.
+NOTIFICATION_THROTTLE_LIMIT = environment.whole_number(
+    "NOTIFICATION_THROTTLE_LIMIT",
+    default=10,
+    minimum=0,
+    maximum=10_000,
+    why="ten thousand a window is no throttle; 0 turns it off",
+)
+NOTIFICATION_THROTTLE_SECONDS = environment.whole_number(
+    "NOTIFICATION_THROTTLE_SECONDS",
+    default=3600,
+    minimum=60,
+    maximum=86_400,
+    why="a minute to a day",
+)
+# Per category, (limit, seconds) in place of the two above, set in a settings module that
+# imports this one: {"account": (3, 600)}. `manage.py check` says what is wrong with it.
+NOTIFICATION_THROTTLES: dict[str, tuple[int, int]] = {}
 # Channel name -> class path. Code that enqueues may only name these.
 _CHANNEL_CLASSES = {
     "email": "notifications.channels.email.EmailChannel",
     "telegram": "notifications.channels.telegram.TelegramChannel",
     "discord": "notifications.channels.discord.DiscordChannel",
     "webhook": "notifications.channels.webhook.WebhookChannel",
+    "webpush": "notifications.channels.webpush.WebPushChannel",
+    "inapp": "notifications.channels.inapp.InAppChannel",
     "demo": "notifications.channels.demo.DemoChannel",
 }
 # V10R_CHANNELS picks which of them this site runs (comma-separated; default all): a site with
@@ -197,6 +219,28 @@ DISCORD_BOT_TOKEN = environment.text("DISCORD_BOT_TOKEN")
 DISCORD_API_BASE_URL = environment.url(
     "DISCORD_API_BASE_URL", default="https://discord.com/api/v10"
 )
+# Web push's VAPID key pair (RFC 8292), base64url as `manage.py vapid_keys` prints them: the
+# public key is what a browser subscribes with, the private key signs each push. Unset, the
+# webpush channel is off and `manage.py check` warns. The subject is how a push service
+# reaches the site's operator (mailto: or https:).
+WEBPUSH_VAPID_PUBLIC_KEY = environment.text("WEBPUSH_VAPID_PUBLIC_KEY")
+WEBPUSH_VAPID_PRIVATE_KEY = environment.text("WEBPUSH_VAPID_PRIVATE_KEY")
+WEBPUSH_VAPID_SUBJECT = environment.text("WEBPUSH_VAPID_SUBJECT")
+if _vapid_problem := vapid.problem(
+    public=WEBPUSH_VAPID_PUBLIC_KEY,
+    private=WEBPUSH_VAPID_PRIVATE_KEY,
+    subject=WEBPUSH_VAPID_SUBJECT,
+):
+    raise SettingError(_vapid_problem)
+# A push endpoint is a browser's word, so sends reach public HTTPS addresses only; 1 lets them
+# reach loopback too (still over HTTPS), for tests and local development only. The CA file
+# (PEM) is trusted instead of the system's certificates: a test's own, or a private relay's.
+WEBPUSH_ALLOW_LOOPBACK = environment.boolean("WEBPUSH_ALLOW_LOOPBACK", default=False)
+WEBPUSH_CA_FILE = environment.text("WEBPUSH_CA_FILE")
+if WEBPUSH_CA_FILE and not Path(WEBPUSH_CA_FILE).is_file():
+    raise SettingError(
+        f"WEBPUSH_CA_FILE={WEBPUSH_CA_FILE!r} is not a file; unset it or fix the path."
+    )
 # Webhooks refuse every private, loopback and link-local address (SSRF); 1 lets them reach
 # loopback, for tests and local development only.
 DELIVERY_WEBHOOK_ALLOW_LOOPBACK = environment.boolean(
@@ -427,6 +471,18 @@ else:
 # A server that never answers fails a connection attempt in seconds, not psycopg's 130 s
 # default; a DATABASE_URL with ?connect_timeout= wins.
 _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+# Prepared statements: with server-side binding, psycopg prepares a statement the fifth time a
+# connection runs it, and the server plans it once per connection instead of on every run. The
+# drain runs its claim and its write thousands of times: prepared, its database CPU per delivery
+# is the plain psycopg loop's (docs/performance.md). Off by default, as Django has it: a prepared
+# statement lives on one server connection, which PgBouncer in transaction pooling does not keep
+# (before 1.21, or without its max_prepared_statements). Turn it on only for a DATABASE_URL
+# straight to PostgreSQL (the embedded server is one).
+DATABASE_PREPARED_STATEMENTS = environment.boolean(
+    "DATABASE_PREPARED_STATEMENTS", default=not DATABASE_URL
+)
+if DATABASE_PREPARED_STATEMENTS:
+    _db["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

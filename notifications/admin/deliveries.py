@@ -8,6 +8,7 @@ import re
 import uuid
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.db.models import F, Q
 from django.utils.html import format_html, format_html_join
@@ -16,6 +17,7 @@ from django.utils.translation import get_language, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from notifications import catalogue
+from notifications.admin import digest_items
 from notifications.admin.lists import (
     BoundedCountPaginator,
     ChannelFilter,
@@ -29,6 +31,7 @@ from notifications.admin.schedule import ScheduleMixin, held, held_note, is_sche
 from notifications.admin.wording import Worded
 from notifications.models import (
     DatabaseNow,
+    DigestItem,
     Notification,
     NotificationDelivery,
     ShownStatus,
@@ -59,6 +62,12 @@ def next_attempt(delivery) -> str | None:
     if is_scheduled(delivery, delivery.db_now):
         return _("scheduled for %(when)s") % {"when": moment(delivery.next_attempt_at)}
     return moment(delivery.next_attempt_at)
+
+
+def may_view(model_admin, request, model) -> bool:
+    """Whether request's staff member may open model's pages (a link to one is offered)."""
+    site = model_admin.admin_site
+    return site.is_registered(model) and site.get_model_admin(model).has_view_permission(request)
 
 
 class DeliveryInline(admin.TabularInline):
@@ -114,6 +123,19 @@ class NotificationAdmin(Worded, ReadOnlyAdmin):
     # member who may view notifications must not be able to use a user's reset link.
     exclude = ("message_params",)
     readonly_fields = ("parameters",)
+    change_form_template = digest_items.CHANGE_FORM
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        notification = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if notification is not None:
+            context["digest_sections"] = digest_items.for_notification(
+                notification, linked=may_view(self, request, Notification)
+            )
+            context["digest_carriers"] = digest_items.carriers_of(
+                notification, linked=may_view(self, request, NotificationDelivery)
+            )
+        return super().change_view(request, object_id, form_url, context)
 
     @admin.display(description=_("parameters"))
     def parameters(self, notification):
@@ -179,8 +201,23 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
         "created_at",
     )
 
+    change_form_template = digest_items.CHANGE_FORM
+
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(**ANNOTATIONS)
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(**ANNOTATIONS, digest_item_count=digest_items.ITEM_COUNT)
+        )
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        delivery = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if delivery is not None:
+            context["digest_sections"] = digest_items.for_delivery(
+                delivery, linked=may_view(self, request, Notification)
+            )
+        return super().change_view(request, object_id, form_url, context)
 
     def get_search_results(self, request, queryset, search_term):
         """Search one thing at a time, each through its own index.
@@ -192,9 +229,16 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
         if not term:
             return queryset, False
         try:
-            return queryset.filter(notification_id=uuid.UUID(term)), False
+            notification_id = uuid.UUID(term)
         except ValueError:
             pass
+        else:
+            # A notification gathered into a digest has no delivery of its own there: its
+            # digests are found too, through digest_items' index on the notification.
+            carriers = DigestItem.objects.filter(notification_id=notification_id)
+            return queryset.filter(
+                Q(notification_id=notification_id) | Q(pk__in=carriers.values("carrier_id"))
+            ), False
         if ERROR_CODE.fullmatch(term) and queryset.filter(error_code=term).exists():
             return queryset.filter(error_code=term), False
         users = get_user_model().objects.filter(
@@ -212,6 +256,8 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
     @admin.display(description=_("title"))
     def title(self, delivery):
         notification = delivery.notification
+        if digest_items.is_carrier(notification):
+            return digest_items.title(notification, delivery.digest_item_count)
         return catalogue.render_or_key(
             key=notification.message_key,
             params=notification.message_params,

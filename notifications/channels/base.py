@@ -15,6 +15,7 @@ class AddressSource(StrEnum):
 
     EMAIL = "email"  # the auth user's email
     CHANNEL_ADDRESS = "channel_address"  # the user's active ChannelAddress for the channel
+    ACCOUNT = "account"  # the user's account itself: every user has one (the inbox)
     NONE = "none"  # nowhere: the channel needs no address (the demo)
 
 
@@ -38,11 +39,29 @@ class Outgoing:
     # The address's signing secrets (a webhook endpoint's), read by the drain with the address
     # so no sender thread needs the database. Never in a repr, so never in a log.
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    # The claim's lane (the notification's priority), for channels that say how urgent a
+    # message is (web push's Urgency and TTL).
+    lane: str = ""
+    # Every active address of the user, newest first, for a channel that sends to all of them
+    # (Channel.several_addresses: web push, one subscription a device); address and secrets
+    # are then the first's.
+    targets: tuple[Target, ...] = ()
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of several addresses a send goes to, with its secrets (a push subscription's keys)."""
+
+    address: str
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
 class SendResult:
     provider_message_id: str
+    # Addresses the provider said are gone for good, (address, why) each, while the send
+    # reached another of them: the drain deactivates just these.
+    gone: tuple[tuple[str, str], ...] = ()
 
 
 class ChannelError(Exception):
@@ -57,6 +76,7 @@ class ChannelError(Exception):
         retry_after: timedelta | None = None,
         deactivate_address: bool = False,
         throttled: bool = False,
+        gone: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -70,6 +90,9 @@ class ChannelError(Exception):
         # Stop sending to this address at all: the recipient blocked the bot (a 403), or the
         # webhook endpoint is gone (a 410). The drain deactivates the address.
         self.deactivate_address = deactivate_address
+        # Of a channel with several addresses: which of them to deactivate, (address, why)
+        # each; empty with deactivate_address means every active address of the channel.
+        self.gone = gone
 
 
 @dataclass(frozen=True)
@@ -96,6 +119,9 @@ class Channel:
     # channel that writes to memory): the drain then sends it itself instead of handing it to
     # a sender thread, which would cost more than the send.
     local: ClassVar[bool] = False
+    # Whether a send goes to every active address of the user (Outgoing.targets) rather than
+    # to the one a channel allows.
+    several_addresses: ClassVar[bool] = False
 
     @property
     def worst_case(self) -> timedelta:

@@ -48,7 +48,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from notifications import catalogue, unsubscribe
+from notifications import catalogue, digests, unsubscribe
 from notifications.channels import deadlines, pools
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
@@ -293,30 +293,36 @@ def _unsubscribing(outgoing: Outgoing) -> tuple[dict[str, str], str]:
 
     One HMAC and no query: this runs in a sender thread, for every message. The rest (two
     reverse() calls and the words, 50 µs) is made once per language and category."""
-    message = catalogue.MESSAGES.get(outgoing.message_key)
-    category = catalogue.CATEGORIES[message.category] if message else None
+    name = _category_name(outgoing)
+    category = catalogue.CATEGORIES.get(name)
     if category is None or category.required or not category.choosable:
         return {}, ""
     origin = settings.SITE_ORIGIN
     if not origin or outgoing.user_id is None:
         return {}, _footer_without_links(outgoing.language)
     try:
-        token = unsubscribe.make(
-            user_id=outgoing.user_id, category=message.category, channel=outgoing.channel
-        )
+        token = unsubscribe.make(user_id=outgoing.user_id, category=name, channel=outgoing.channel)
     except ValueError:
         # A channel recipients do not choose (this class under another name): the email
         # goes, without a link its page would refuse.
         return {}, _footer_without_links(outgoing.language)
     head, tail, before, after = _footer_parts(
         language=outgoing.language,
-        category=message.category,
+        category=name,
         origin=origin,
         urlconf=settings.ROOT_URLCONF,
     )
     link = f"{head}{token}{tail}"
     headers = {"List-Unsubscribe": f"<{link}>", "List-Unsubscribe-Post": ONE_CLICK}
     return headers, f"{before}{link}{after}"
+
+
+def _category_name(outgoing: Outgoing) -> str:
+    """The category outgoing is of: its message's, or for a digest the one it gathers."""
+    if outgoing.message_key == digests.DIGEST:
+        return outgoing.params.get("category", "")
+    message = catalogue.MESSAGES.get(outgoing.message_key)
+    return message.category if message else ""
 
 
 # "-- " on a line of its own: RFC 3676's signature separator, which mail readers show apart

@@ -81,6 +81,7 @@ class Peer(StrEnum):
     TELEGRAM = "telegram"
     DISCORD = "discord"
     WEBHOOK = "webhook"
+    WEBPUSH = "webpush"
 
 
 class HttpChannelError(ChannelError):
@@ -262,7 +263,7 @@ def _printable(text: str) -> str:
     return _CONTROL.sub(" ", text)
 
 
-def _resolve_within(resolve: Callable[[], list], *, host: str, seconds: float) -> list:
+def resolve_within(resolve: Callable[[], list], *, host: str, seconds: float) -> list:
     """Run resolve on a thread of its own and wait at most seconds for it.
 
     The C library's resolver takes no timeout, and a slow name server (one that a webhook's
@@ -537,7 +538,7 @@ class Client(pools.Keeper):
             if netguard.address_literal(host) is not None:
                 found = resolve()  # nothing to look up: no thread needed
             else:
-                found = _resolve_within(resolve, host=host, seconds=min(self.connect_seconds, left))
+                found = resolve_within(resolve, host=host, seconds=min(self.connect_seconds, left))
         except netguard.Refused as exc:
             raise HttpChannelError("UNSAFE_ADDRESS", str(exc), retryable=False) from None
         except socket.gaierror as exc:

@@ -1,5 +1,6 @@
 // The service worker's decisions, as pure functions of plain values: which requests it answers
-// and how, which responses it may keep, which cached page stands in for a failed navigation.
+// and how, which responses it may keep, which cached page stands in for a failed navigation,
+// what a push shows and where a click on it goes.
 // No event, no cache, no network here, so Node's test runner can check every row
 // (tests/js/policy.test.mjs); /service-worker.js is the plumbing around it.
 //
@@ -88,6 +89,80 @@ const V10rPolicy = (() => {
     return name.startsWith(CACHE_PREFIX);
   }
 
+  // Web push. The payload is what the webpush channel encrypts: JSON with the keys "title",
+  // "body", "url", "icon" and "lang", every one optional. Whatever arrives, something is
+  // shown: the subscription promised the browser that every push is visible
+  // (userVisibleOnly), and a push that shows nothing gets the browser's own generic notice.
+  const MAX_TITLE = 200;
+  const MAX_BODY = 1000;
+  // Scripts written right to left, by language subtag: the notification reads as its text.
+  const RIGHT_TO_LEFT = new Set(["ar", "dv", "fa", "he", "ks", "ku", "ps", "sd", "ug", "ur", "yi"]);
+  const LANGUAGE_TAG = /^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$/;
+
+  function text(value, limit) {
+    return typeof value === "string" ? value.slice(0, limit) : "";
+  }
+
+  // A URL on this site, as an absolute href, or null for anything else: another origin, a
+  // scheme such as javascript: or data:, something that is not a URL at all. Relative URLs
+  // are read against the site's root.
+  function sameOriginUrl(value, origin) {
+    if (typeof value !== "string" || value === "") return null;
+    let url;
+    try {
+      url = new URL(value, `${origin}/`);
+    } catch {
+      return null;
+    }
+    return url.origin === origin ? url.href : null;
+  }
+
+  // The notification for a push: showNotification's title and options.
+  // data: the push's text (event.data.text()), or null when the push carried none.
+  // defaults: { origin, title } — the site's origin and the title when the payload has none.
+  function notificationFor(data, defaults) {
+    let payload = {};
+    if (typeof data === "string" && data !== "") {
+      try {
+        const parsed = JSON.parse(data);
+        if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) payload = parsed;
+      } catch {
+        payload = { body: data }; // a plain-text push is shown as it came
+      }
+    }
+    const options = {
+      body: text(payload.body, MAX_BODY),
+      data: { url: clickTarget({ url: payload.url }, defaults.origin) },
+    };
+    // Only this site's icons: a foreign one would tell its host each time a push arrives.
+    const icon = sameOriginUrl(payload.icon, defaults.origin);
+    if (icon) options.icon = icon;
+    const lang = text(payload.lang, 35);
+    if (LANGUAGE_TAG.test(lang)) {
+      options.lang = lang;
+      options.dir = RIGHT_TO_LEFT.has(lang.split("-")[0].toLowerCase()) ? "rtl" : "ltr";
+    }
+    return { title: text(payload.title, MAX_TITLE).trim() || defaults.title, options };
+  }
+
+  // Where a click on a notification goes: its data.url when that is on this site, else the
+  // site's root. Never elsewhere: a push payload cannot send the reader off the site.
+  function clickTarget(data, origin) {
+    return sameOriginUrl(data && data.url, origin) || `${origin}/`;
+  }
+
+  // The open window to focus for target, or null to open a new one: a tab already at that
+  // page (its fragment aside). clients: what clients.matchAll({ type: "window" }) found.
+  function windowFor(clients, target) {
+    const wanted = withoutFragment(target);
+    return clients.find((client) => withoutFragment(client.url) === wanted) || null;
+  }
+
+  function withoutFragment(href) {
+    const hash = href.indexOf("#");
+    return hash === -1 ? href : href.slice(0, hash);
+  }
+
   // The messages a page may send the worker.
   const MESSAGES = Object.freeze({ SKIP_WAITING: "SKIP_WAITING", FLUSH: "FLUSH" });
 
@@ -98,6 +173,9 @@ const V10rPolicy = (() => {
     offlinePathFor,
     cacheName,
     isOurCache,
+    notificationFor,
+    clickTarget,
+    windowFor,
     MESSAGES,
   });
 })();

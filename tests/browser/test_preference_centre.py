@@ -1,7 +1,8 @@
 """The preference centre in Chromium, in each language: reached signed out, it asks for a
 sign-in and comes back; a section saves in place with htmx, or with a plain POST when the
-browser runs no JavaScript; the time zone comes from the browser; nothing scrolls sideways
-at 390 or 1440 px; all under the site's CSP, with no violation."""
+browser runs no JavaScript; the time zone comes from the browser; a digest's day and hour are
+shown only for the choices that use them; nothing scrolls sideways at 390 or 1440 px; all
+under the site's CSP, with no violation."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 import pytest
 
 from notifications import preferences
-from notifications.models import Recipient
+from notifications.models import DigestChoice, Recipient
 from tests.browser.conftest import (
     READER_PASSWORD,
     RECORD_CSP_VIOLATIONS,
@@ -33,6 +34,7 @@ WORDS = {
         "quiet_saved": "Your time zone and quiet hours are saved.",
         "refused": "Security messages must stay on for at least one channel.",
         "no_zone": "Mars/Olympus is not a time zone",
+        "digests_saved": "Your digest choices are saved.",
     },
     "/ru": {
         "sign_in": "Войти",
@@ -41,6 +43,7 @@ WORDS = {
         "quiet_saved": "Часовой пояс и тихие часы сохранены.",
         "refused": "Сообщения категории «Безопасность» должны оставаться включёнными",
         "no_zone": "Mars/Olympus — не часовой пояс",
+        "digests_saved": "Настройки сводок сохранены.",
     },
     "/de": {
         "sign_in": "Anmelden",
@@ -49,10 +52,23 @@ WORDS = {
         "quiet_saved": "Ihre Zeitzone und Ruhezeiten sind gespeichert.",
         "refused": "Nachrichten der Kategorie „Sicherheit“ müssen auf mindestens einem Kanal",
         "no_zone": "Mars/Olympus ist keine Zeitzone",
+        "digests_saved": "Ihre Einstellungen für Zusammenfassungen sind gespeichert.",
     },
 }
 
 prefix, words = in_each_language(WORDS)
+
+
+def saved_in_place(page, section: str, *, button: str, saved: str) -> None:
+    """Click a section's save button and see it saved by htmx: the request is htmx's, the
+    section says saved, the page was not reloaded (the window keeps the mark the test set on
+    it) and the keyboard's place survives the swap (the button has the focus again)."""
+    with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        page.click(f"#{button}")
+    assert answer.value.request.headers.get("hx-request") == "true"
+    page.wait_for_selector(f"#{section} .section-saved:text-is('{saved}')")
+    assert page.evaluate("window.__stayed") is True
+    assert page.evaluate("document.activeElement.id") == button
 
 
 def tab(chromium, **options):
@@ -86,13 +102,7 @@ def test_sign_in_and_turn_a_category_off_in_place(site, chromium, ada, prefix, w
         # A mark on the window: a whole-page load would wipe it, an htmx swap keeps it.
         page.evaluate("window.__stayed = true")
         page.uncheck("#id_on-account-email")
-        with page.expect_response(lambda r: r.request.method == "POST") as answer:
-            page.click("#choices button[type=submit]")
-        assert answer.value.request.headers.get("hx-request") == "true"
-        page.wait_for_selector(f"#choices .section-saved:text-is('{words['saved']}')")
-        assert page.evaluate("window.__stayed") is True
-        # The keyboard's place survives the swap: the button has the focus again.
-        assert page.evaluate("document.activeElement.id") == "save-choices"
+        saved_in_place(page, "choices", button="save-choices", saved=words["saved"])
         assert not page.is_checked("#id_on-account-email")
         assert preferences.of(ada).enabled("account", "email") is False
 
@@ -137,6 +147,71 @@ def test_the_time_zone_comes_from_the_browser_and_is_saved(site, chromium, ada, 
         assert page.input_value("#id_time_zone") == "Asia/Tokyo"
         assert page.is_hidden("[data-time-zone-note]")
         assert csp_violations(page) == []
+    finally:
+        context.close()
+
+
+def digest_of(user) -> tuple | None:
+    row = DigestChoice.objects.filter(user=user, category="account").first()
+    return (row.cadence, row.hour, row.weekday) if row else None
+
+
+def test_a_daily_digest_at_an_hour_is_chosen_and_saved_in_place(site, chromium, ada, prefix, words):
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    context, page = tab(chromium, timezone_id="Asia/Tokyo")
+    try:
+        sign_in_through_the_centre(page, site, prefix=prefix, words=words)
+        weekday, hour = "#id_digest-account-weekday", "#id_digest-account-hour"
+        assert page.text_content("#digest-zone") == "Asia/Tokyo"
+        # As it happens: neither a day nor an hour is asked, nor the note saying when they count.
+        assert page.is_hidden(weekday) and page.is_hidden(hour)
+        assert page.is_hidden("#digest-note-account")
+        # A required category has no choice.
+        assert page.locator("#id_digest-security").count() == 0
+        page.evaluate("window.__stayed = true")
+
+        page.select_option("#id_digest-account", "weekly")
+        assert page.is_visible(weekday) and page.is_visible(hour)
+        page.select_option("#id_digest-account", "daily")
+        assert page.is_hidden(weekday) and page.is_visible(hour)
+        page.select_option(hour, "7")
+        saved_in_place(page, "digests", button="save-digests", saved=words["digests_saved"])
+        assert digest_of(ada) == ("daily", 7, None)
+        # The swapped section is shown as the choice needs it, and as saved.
+        assert page.input_value("#id_digest-account") == "daily"
+        assert page.input_value(hour) == "7"
+        assert page.is_hidden(weekday) and page.is_visible(hour)
+
+        # A zone saved in place is the one the digests' hours are said to be on.
+        page.fill("#id_time_zone", "Europe/Berlin")
+        page.click("#save-quiet")
+        page.wait_for_selector("#digest-zone:text-is('Europe/Berlin')")
+        assert page.locator("#digest-zone").count() == 1
+
+        page.reload()
+        assert page.input_value("#id_digest-account") == "daily"
+        assert page.input_value(hour) == "7"
+        assert csp_violations(page) == []
+    finally:
+        context.close()
+
+
+def test_without_javascript_a_digest_shows_every_field_and_saves(site, chromium, ada):
+    context, page = tab(chromium, java_script_enabled=False)
+    try:
+        sign_in_through_the_centre(page, site, prefix="", words=WORDS[""])
+        weekday, hour = "#id_digest-account-weekday", "#id_digest-account-hour"
+        # Every field is there, and the note says which choice uses which.
+        assert page.is_visible(weekday) and page.is_visible(hour)
+        assert page.is_visible("#digest-note-account")
+        page.select_option("#id_digest-account", "weekly")
+        page.select_option(weekday, "4")
+        page.select_option(hour, "18")
+        page.click("#save-digests")
+        page.wait_for_url(f"{site.url}{CENTRE}#digests")
+        assert WORDS[""]["digests_saved"] in page.text_content(".messages")
+        assert digest_of(ada) == ("weekly", 18, 4)
+        assert page.input_value(weekday) == "4"
     finally:
         context.close()
 

@@ -151,3 +151,98 @@ describe("caches and messages", () => {
     assert.ok(Object.isFrozen(policy.MESSAGES));
   });
 });
+
+// Web push: the payload the webpush channel sends, and what the worker shows for it.
+const site = { origin: ORIGIN, title: "v10r.example" };
+const push = (payload) => policy.notificationFor(JSON.stringify(payload), site);
+
+describe("notificationFor: what a push shows", () => {
+  test("a whole payload: title, body, this site's URL and icon, language and direction", () => {
+    const shown = push({
+      title: "Your export is ready",
+      body: "3 files",
+      url: "/ru/account/notifications/",
+      icon: "/static/pwa/icon-192.png",
+      lang: "ru",
+    });
+    assert.deepEqual(shown, {
+      title: "Your export is ready",
+      options: {
+        body: "3 files",
+        data: { url: `${ORIGIN}/ru/account/notifications/` },
+        icon: `${ORIGIN}/static/pwa/icon-192.png`,
+        lang: "ru",
+        dir: "ltr",
+      },
+    });
+  });
+  test("a right-to-left language reads right to left", () => {
+    assert.equal(push({ title: "x", lang: "he-IL" }).options.dir, "rtl");
+    assert.equal(push({ title: "x", lang: "ar" }).options.dir, "rtl");
+  });
+  const root = `${ORIGIN}/`;
+  const nothing = { title: "v10r.example", body: "", url: root };
+  const titled = { title: "t", body: "", url: root };
+  const rows = [
+    ["no data at all", null, nothing],
+    ["an empty push", "", nothing],
+    ["plain text", "Hello", { ...nothing, body: "Hello" }],
+    ["a JSON array", "[1,2]", nothing],
+    ["JSON null", "null", nothing],
+    ["a blank title", JSON.stringify({ title: "  ", body: "b" }), { ...nothing, body: "b" }],
+    [
+      "fields of the wrong type",
+      JSON.stringify({ title: 5, body: { a: 1 }, url: 7 }),
+      nothing,
+    ],
+    ["a foreign URL", JSON.stringify({ title: "t", url: "https://evil.example/" }), titled],
+    ["a javascript: URL", JSON.stringify({ title: "t", url: "javascript:alert(1)" }), titled],
+    ["a protocol-relative URL", JSON.stringify({ title: "t", url: "//evil.example/x" }), titled],
+    ["a malformed URL", JSON.stringify({ title: "t", url: "http://[::1" }), titled],
+    [
+      "an absolute URL on this site",
+      JSON.stringify({ title: "t", url: `${ORIGIN}/de/x?y=1#z` }),
+      { ...titled, url: `${ORIGIN}/de/x?y=1#z` },
+    ],
+  ];
+  for (const [name, data, expected] of rows) {
+    test(name, () => {
+      const shown = policy.notificationFor(data, site);
+      assert.deepEqual(
+        { title: shown.title, body: shown.options.body, url: shown.options.data.url },
+        expected,
+      );
+    });
+  }
+  test("a foreign or data: icon is left out, and so is a language that is no tag", () => {
+    const shown = push({ title: "t", icon: "https://tracker.example/p.png", lang: "en<script>" });
+    assert.equal(shown.options.icon, undefined);
+    assert.equal(push({ title: "t", icon: "data:image/png;base64,AAAA" }).options.icon, undefined);
+    assert.equal(shown.options.lang, undefined);
+    assert.equal(shown.options.dir, undefined);
+  });
+  test("an overlong title and body are cut", () => {
+    const shown = push({ title: "t".repeat(5000), body: "b".repeat(50000) });
+    assert.equal(shown.title.length, 200);
+    assert.equal(shown.options.body.length, 1000);
+  });
+});
+
+describe("clickTarget and windowFor: where a click goes", () => {
+  test("the notification's URL on this site, else the root", () => {
+    assert.equal(policy.clickTarget({ url: `${ORIGIN}/a/` }, ORIGIN), `${ORIGIN}/a/`);
+    assert.equal(policy.clickTarget({ url: "https://evil.example/" }, ORIGIN), `${ORIGIN}/`);
+    assert.equal(policy.clickTarget(null, ORIGIN), `${ORIGIN}/`);
+    assert.equal(policy.clickTarget({}, ORIGIN), `${ORIGIN}/`);
+  });
+  const tabs = [{ url: `${ORIGIN}/` }, { url: `${ORIGIN}/a/#top` }, { url: `${ORIGIN}/b/?q=1` }];
+  test("the tab already at the page, its fragment aside", () => {
+    assert.equal(policy.windowFor(tabs, `${ORIGIN}/a/`), tabs[1]);
+    assert.equal(policy.windowFor(tabs, `${ORIGIN}/a/#other`), tabs[1]);
+    assert.equal(policy.windowFor(tabs, `${ORIGIN}/b/?q=1`), tabs[2]);
+  });
+  test("none when no tab is at it: the page is opened", () => {
+    assert.equal(policy.windowFor(tabs, `${ORIGIN}/b/`), null);
+    assert.equal(policy.windowFor([], `${ORIGIN}/`), null);
+  });
+});

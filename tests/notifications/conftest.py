@@ -36,6 +36,14 @@ def registered_test_channels(settings):
 
 
 @pytest.fixture
+def mail_to(settings, smtp_server):
+    """Email goes to the loopback SMTP server, its links to a fixed site origin."""
+    settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
+    settings.SITE_ORIGIN = "https://v10r.example"
+    return smtp_server
+
+
+@pytest.fixture
 def loop_worker():
     """A worker with a loop of its own, as drain_outbox builds: it reaps at most once a
     minute, so a test's batches reap only when the test winds its clock back."""

@@ -9,6 +9,7 @@ import pytest
 
 from notifications import worker
 from notifications.models import ChannelAddress, WebhookSecret
+from tests.address_refusals import REFUSED_ADDRESSES
 from tests.helpers import notify
 from tests.httppeers import Behaviour, TelegramPeer, WebhookReceiver
 
@@ -67,34 +68,7 @@ def test_webhook_secrets_are_masked_and_rotate_with_the_old_one_valid(staff, use
     assert WebhookSecret.objects.get(address=hook).secrets() == [row.secret]
 
 
-@pytest.mark.parametrize(
-    ("prefix", "channel", "address", "error"),
-    [
-        ("", "telegram", "not a chat", "A Telegram chat id is a number"),
-        ("", "discord", "12ab", "A Discord user id is a number"),
-        ("", "webhook", "ftp://hooks.example/", "Only http and https URLs"),
-        ("", "webhook", "https://user:pw@hooks.example/", "user name or password"),
-        ("/ru", "webhook", "http://10.0.0.5/", "Отправлять на 10.0.0.5 нельзя: это частная сеть."),
-        (
-            "/de",
-            "webhook",
-            "http://10.0.0.5/",
-            "10.0.0.5 darf nicht erreicht werden: ein privates Netz.",
-        ),
-        (
-            "/ru",
-            "webhook",
-            "ftp://hooks.example/",
-            "Разрешены только адреса http и https, а не 'ftp'.",
-        ),
-        (
-            "/de",
-            "webhook",
-            "ftp://hooks.example/",
-            "Nur http- und https-URLs sind erlaubt, nicht 'ftp'.",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("prefix", "channel", "address", "error"), REFUSED_ADDRESSES)
 def test_an_address_is_checked_for_its_channel_in_the_staff_members_language(
     staff, user, prefix, channel, address, error
 ):
@@ -279,3 +253,35 @@ def test_a_second_active_address_on_a_channel_is_refused_in_words(staff, user, p
     # Switched off, the second one may be kept beside the first.
     staff.post(prefix + LIST + "add/", form(user, "telegram", "1002", active=False))
     assert ChannelAddress.objects.count() == 2
+
+
+PUSH_ENDPOINT = "https://push.example.com/send/"
+
+
+def test_staff_cannot_type_in_a_push_subscription(staff, user):
+    response = staff.post(LIST + "add/", form(user, "webpush", PUSH_ENDPOINT + "typed"))
+    assert response.status_code == 200
+    assert "A push subscription is made by the browser that receives it" in html.unescape(
+        response.content.decode()
+    )
+    assert not ChannelAddress.objects.exists()
+
+
+def test_staff_switch_one_of_a_users_browsers_off_and_on_beside_the_others(staff, user):
+    phone, laptop = (
+        ChannelAddress.objects.create(user=user, channel="webpush", address=PUSH_ENDPOINT + name)
+        for name in ("phone", "laptop")
+    )
+    off = form(user, "webpush", phone.address, active=False)
+    assert staff.post(f"{LIST}{phone.pk}/change/", off).status_code == 302
+    phone.refresh_from_db()
+    assert not phone.is_active
+    # On again while the laptop's is active: several browsers are one user's right.
+    on = form(user, "webpush", phone.address)
+    assert staff.post(f"{LIST}{phone.pk}/change/", on).status_code == 302
+    assert ChannelAddress.objects.filter(pk__in=[phone.pk, laptop.pk], is_active=True).count() == 2
+    moved = form(user, "webpush", PUSH_ENDPOINT + "elsewhere")
+    refused = staff.post(f"{LIST}{phone.pk}/change/", moved)
+    assert refused.status_code == 200
+    phone.refresh_from_db()
+    assert phone.address == PUSH_ENDPOINT + "phone"

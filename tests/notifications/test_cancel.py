@@ -1,5 +1,6 @@
-"""Cancelling: cancel_notifications(key=…) withdraws every delivery no drain holds yet, in one
-statement that is atomic against the claim. Real PostgreSQL, and real drain processes."""
+"""Cancelling: cancel_notifications(key=…) withdraws every delivery no drain holds yet,
+atomically against the claim. Real PostgreSQL, and real drain processes. (Notifications
+gathered into digests: test_digest_cancel.py.)"""
 
 from __future__ import annotations
 
@@ -117,8 +118,10 @@ def test_a_cancel_waits_for_a_claim_that_holds_the_row_and_then_leaves_it(other_
 def test_a_claim_skips_a_row_a_cancel_holds_and_then_finds_it_cancelled(other_connection, user):
     queue(user, "race")
     other_connection.execute("BEGIN")
-    [(cancelled, in_flight, finished)] = other_connection.execute(
-        outbox.CANCEL_KEY_SQL, {"key": "race", "user_id": None, "open": ["pending", "processing"]}
+    params = {"key": "race", "user_id": None}
+    assert other_connection.execute(outbox.LOCK_CARRIERS_SQL, params).fetchall() == []
+    [(cancelled, in_flight, finished, emptied)] = other_connection.execute(
+        outbox.CANCEL_KEY_SQL, {**params, "carriers": [], "open": ["pending", "processing"]}
     ).fetchall()
     assert cancelled == 1
     assert outbox.claim(batch_size=10) == []  # skipped (locked), without waiting

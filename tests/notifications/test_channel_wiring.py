@@ -18,7 +18,7 @@ from notifications.channels.discord import DiscordChannel
 from notifications.channels.email import EmailChannel
 from notifications.channels.telegram import TelegramChannel
 from notifications.channels.webhook import WebhookChannel
-from notifications.models import ChannelAddress, NotificationDelivery, WebhookSecret
+from notifications.models import ChannelAddress, Notification, NotificationDelivery, WebhookSecret
 from tests.helpers import counts, drain_until, notify
 from tests.httppeers import Behaviour, DiscordPeer, TelegramPeer, WebhookReceiver
 
@@ -93,19 +93,25 @@ def test_with_no_channels_named_the_users_addresses_choose(db, user, peers):
     addresses(user, peers)
     ChannelAddress.objects.filter(channel="discord").update(is_active=False)
     enqueued = enqueue.send_notification(user=user, type="queue.demo", params={"label": "x"})
-    assert enqueued.queued == ("email", "telegram", "webhook")
+    # The inbox last: every account has one.
+    assert enqueued.queued == ("email", "telegram", "webhook", "inapp")
     # The turned-off address is recorded, not left out: staff can see why it did not go.
     assert enqueued.skipped == {"discord": "channel_off"}
     rows = enqueued.notification.deliveries.order_by("channel")
     assert [(d.channel, d.status, d.skip_reason) for d in rows] == [
         ("discord", "skipped", "channel_off"),
         ("email", "pending", ""),
+        ("inapp", "pending", ""),
         ("telegram", "pending", ""),
         ("webhook", "pending", ""),
     ]
 
 
-def test_a_user_with_nowhere_to_send_gets_one_skipped_email_row(db, django_user_model):
+def test_a_user_with_nowhere_to_send_gets_one_skipped_email_row(db, django_user_model, settings):
+    # A site that runs no inbox: every account would have one there.
+    settings.DELIVERY_CHANNELS = {
+        name: path for name, path in settings.DELIVERY_CHANNELS.items() if name != "inapp"
+    }
     nobody = django_user_model.objects.create_user("nobody")  # no email either
     enqueued = enqueue.send_notification(user=nobody, type="queue.demo", params={"label": "x"})
     assert (enqueued.queued, enqueued.skipped) == ((), {"email": "no_address"})
@@ -208,9 +214,10 @@ def test_a_drain_process_delivers_a_mixed_batch_once_each(
     for user in users:
         addresses(user, peers)
         notify(user, label=user.username)
-    assert NotificationDelivery.objects.count() == 40
+    # Four channels with an address each, and the inbox.
+    assert NotificationDelivery.objects.count() == 50
     done, code, output = drain_until(
-        lambda: counts() == {"sent": 40},
+        lambda: counts() == {"sent": 50},
         "--batch-size",
         "25",
         smtp_port=smtp_server.port,
@@ -232,4 +239,5 @@ def test_a_drain_process_delivers_a_mixed_batch_once_each(
     assert len(peers["discord"].messages) == 10
     hooks = peers["webhook"].requests
     assert len(hooks) == 10 and all(r.verified for r in hooks)
+    assert not Notification.objects.filter(inbox_at__isnull=True).exists()
     assert len({r.headers["webhook-id"] for r in hooks}) == 10

@@ -95,7 +95,7 @@ def test_with_no_channels_named_an_opted_out_channel_is_recorded_as_skipped(db, 
     ChannelAddress.objects.create(user=user, channel="telegram", address="42")
     preferences.choose(user, choices={("account", "telegram"): False})
     enqueued = welcome(user)
-    assert (enqueued.queued, enqueued.skipped) == (("email",), {"telegram": "opted_out"})
+    assert (enqueued.queued, enqueued.skipped) == (("email", "inapp"), {"telegram": "opted_out"})
 
 
 def test_every_row_written_is_skipped_when_nothing_is_wanted_and_nothing_wakes(
@@ -137,8 +137,16 @@ def test_a_required_category_with_another_channel_on_keeps_the_opt_out(db, user)
     assert (enqueued.queued, enqueued.skipped) == (("telegram",), {"email": "opted_out"})
 
 
-def test_a_required_category_with_no_address_at_all_is_still_recorded(db, django_user_model):
+def test_a_required_category_with_no_address_at_all_is_still_recorded(
+    db, django_user_model, settings
+):
     nobody = django_user_model.objects.create_user("nobody")
+    # Every account has an inbox, which reaches them.
+    assert reset(nobody).queued == ("inapp",)
+    # On a site without one, the email they do not have is recorded as skipped.
+    settings.DELIVERY_CHANNELS = {
+        name: path for name, path in settings.DELIVERY_CHANNELS.items() if name != "inapp"
+    }
     enqueued = reset(nobody)
     assert (enqueued.queued, enqueued.skipped) == ((), {"email": "no_address"})
 
@@ -170,13 +178,15 @@ def test_an_unknown_type_is_refused_naming_the_known_ones(db, user):
     assert Notification.objects.count() == 0
 
 
-def test_enqueue_reads_the_preferences_in_one_query_and_writes_in_two(db, user):
+def test_enqueue_reads_the_preferences_in_one_query_and_writes_in_three(db, user):
     with CaptureQueriesContext(connection) as queries:
         welcome(user, channels=["email"])
-    statements = [q["sql"].split()[0] for q in queries.captured_queries]
-    statements = [s for s in statements if s not in {"SAVEPOINT", "RELEASE"}]
-    # The recipient's settings and choices together; the notification and its deliveries.
-    assert statements == ["SELECT", "INSERT", "INSERT"]
+    sql = [q["sql"] for q in queries.captured_queries]
+    sql = [s for s in sql if s.split()[0] not in {"SAVEPOINT", "RELEASE"}]
+    # The recipient's settings, choices and digests together; the notification, its count in
+    # the category's throttle window, and its deliveries.
+    assert [s.split()[0] for s in sql] == ["SELECT", "INSERT", "INSERT", "INSERT"]
+    assert "throttle_counts" in sql[2]
 
 
 def test_add_channels_keeps_the_preferences_too(db, user):
@@ -268,6 +278,17 @@ def test_quiet_hours_hold_only_interrupting_channels_and_never_a_required_catego
     )
     assert held == {"welcome": "telegram"}
     assert NotificationDelivery.objects.filter(held_until__isnull=True).count() == 2
+
+
+def test_quiet_hours_hold_a_browser_push_as_they_hold_a_bot_message(db, night_owl):
+    ChannelAddress.objects.create(
+        user=night_owl, channel="webpush", address="https://push.example.com/send/1"
+    )
+    with database_clock_at(datetime(2026, 12, 2, 23, tzinfo=BERLIN)):
+        welcome(night_owl, channels=["webpush"])
+    delivery = NotificationDelivery.objects.get()
+    assert delivery.channel == "webpush"
+    assert delivery.held_until == datetime(2026, 12, 3, 7, tzinfo=BERLIN)
 
 
 def test_quiet_hours_hold_email_when_the_recipient_asks(db, night_owl):

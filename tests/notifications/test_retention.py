@@ -121,6 +121,7 @@ def test_skipped_rows_are_kept_as_long_as_sent_ones_not_as_failed_ones(db, user)
         "skipped": 2,
         "finished": 0,
         "empty_notifications": 0,
+        "throttle_counts": 0,
     }
     pruned = retention.prune(policy())
     assert (pruned.sent, pruned.skipped_deliveries, pruned.finished) == (0, 2, 0)

@@ -36,13 +36,6 @@ def bob(django_user_model):
 
 
 @pytest.fixture
-def mail_to(settings, smtp_server):
-    settings.MAILERS = {"default": smtp_server.mailer(timeout=5)}
-    settings.SITE_ORIGIN = "https://v10r.example"
-    return smtp_server
-
-
-@pytest.fixture
 def email_channel():
     channel = EmailChannel()
     yield channel

@@ -1,0 +1,501 @@
+"""Digests and throttles: notifications gathered into one delivery, the carrier.
+
+A carrier is an ordinary delivery row (claimed, fenced, retried, reaped like any other) of a
+notification whose type is "digest". There is one per recipient, category, channel and window
+(its notification's id is derived from them, and a delivery is unique per notification and
+channel), due when the window ends. A notification enqueued for a recipient who takes its
+category as a digest, or past its throttle, joins the open carrier of its window inside the
+caller's transaction: a DigestItem row beside the carrier, which the drain reads when it sends.
+
+Joining locks the carrier FOR SHARE and only while it is pending and was never claimed
+(attempts = 0). The claim takes its rows FOR UPDATE SKIP LOCKED, so it passes over a carrier
+that an uncommitted transaction is joining and takes it at the next tick, items and all; and a
+join that comes after the claim finds the carrier claimed and joins the next window instead.
+So a carrier's items are fixed by its first claim (a retry sends the same ones), and a
+notification is in exactly one carrier.
+
+Windows are wall-clock ones in the recipient's time zone ("daily at 09:00 in Europe/Berlin"),
+turned into instants by the database, on the same clock the claim reads: on the night the
+clocks change, a daily window lasts 23 or 25 hours and still ends at 09:00.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import connection
+from django.utils import formats, timezone, translation
+from django.utils.translation import gettext, ngettext
+
+from notifications import catalogue, quiet
+from notifications.models import Cadence
+
+# The type (and message key) of a carrier's notification. Not in the catalogue's MESSAGES: no
+# sender queues one; enqueue does, on the recipient's behalf.
+DIGEST = "digest"
+
+# What a carrier gathers: a recipient's digest window, or the overflow of a throttle window.
+DIGEST_KIND = "digest"
+THROTTLE_KIND = "throttle"
+
+# The items a carrier lists, newest first; the rest are counted ("and 12 more").
+SHOWN_ITEMS = 20
+
+# How many windows a join walks forward when the carriers it finds are claimed already: one
+# is enough unless a window ends while the caller's transaction is open, two if a short
+# throttle window ends too; past that something else is wrong.
+_MAX_WINDOWS = 4
+
+_NAMESPACE = uuid.UUID("7c1a0f55-3d1e-4c55-9d57-8b4f2b8e1d0a")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A recipient's digest for one category: how often, and when (their clock)."""
+
+    cadence: str
+    hour: int | None = None
+    weekday: int | None = None  # 0 Monday … 6 Sunday
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+
+
+# $zone the recipient's zone; $at the instant the window must contain (null, or a time already
+# past: now); $hour and
+# $weekday as DigestChoice stores them (weekday 0 = Monday, ISO's isodow 1). The window is the
+# one whose end is the first boundary strictly after $at, so $at equal to a boundary opens the
+# next window, which is how a join walks past a claimed carrier.
+WINDOW_SQL = """
+WITH here AS (
+    SELECT (greatest(now(), coalesce(%(at)s::timestamptz, now())) AT TIME ZONE %(zone)s)
+        AS local
+),
+boundary AS (
+    SELECT CASE %(cadence)s
+        WHEN 'hourly' THEN date_trunc('hour', local) + interval '1 hour'
+        WHEN 'daily' THEN local::date + make_time(%(hour)s, 0, 0)
+            + CASE WHEN local::time >= make_time(%(hour)s, 0, 0)
+                THEN interval '1 day' ELSE interval '0' END
+        WHEN 'weekly' THEN local::date + make_time(%(hour)s, 0, 0)
+            + make_interval(days => CASE
+                WHEN (%(weekday)s + 1 - extract(isodow FROM local)::int + 7) %% 7 = 0
+                     AND local::time >= make_time(%(hour)s, 0, 0) THEN 7
+                ELSE (%(weekday)s + 1 - extract(isodow FROM local)::int + 7) %% 7
+            END)
+    END AS local_end
+    FROM here
+)
+SELECT (local_end - CASE %(cadence)s
+            WHEN 'hourly' THEN interval '1 hour'
+            WHEN 'daily' THEN interval '1 day'
+            ELSE interval '7 days' END) AT TIME ZONE %(zone)s,
+       local_end AT TIME ZONE %(zone)s
+FROM boundary
+""".strip()
+
+
+def window(digest: Digest, *, time_zone: str, at: datetime | None = None) -> Window:
+    """The digest window that at (None: now, by the database clock) falls in, in time_zone."""
+    if digest.cadence not in (Cadence.HOURLY, Cadence.DAILY, Cadence.WEEKLY):
+        raise ValueError(f"{digest.cadence!r} has no window.")
+    hour = 0 if digest.hour is None else digest.hour
+    weekday = 0 if digest.weekday is None else digest.weekday
+    with connection.cursor() as cursor:
+        cursor.execute(
+            WINDOW_SQL,
+            {
+                "at": at,
+                "zone": time_zone,
+                "cadence": str(digest.cadence),
+                "hour": hour,
+                "weekday": weekday,
+            },
+        )
+        start, end = cursor.fetchone()
+    return Window(start, end)
+
+
+# The recipient's count of one-by-one sends of a category in the throttle window now() falls
+# in (windows of $seconds, counted from the epoch), one more; the window's end with it. The row
+# stays locked until the caller commits, so two transactions at once count one after the other.
+THROTTLE_SQL = """
+INSERT INTO notifications.throttle_counts AS t (user_id, category, window_end, sent)
+VALUES (
+    %(user)s,
+    %(category)s,
+    to_timestamp((floor(extract(epoch FROM now()) / %(seconds)s) + 1) * %(seconds)s),
+    1
+)
+ON CONFLICT (user_id, category, window_end) DO UPDATE SET sent = t.sent + 1
+RETURNING t.sent, t.window_end
+""".strip()
+
+
+@dataclass(frozen=True)
+class Throttle:
+    limit: int
+    seconds: int
+
+
+def throttle_of(category: str) -> Throttle | None:
+    """The throttle of category: NOTIFICATION_THROTTLES, else the site's default; None for a
+    required category, one no recipient chooses (the showcase's demo), or a limit of 0."""
+    known = catalogue.CATEGORIES[category]
+    if known.required or not known.choosable:
+        return None
+    limit, seconds = settings.NOTIFICATION_THROTTLES.get(
+        category, (settings.NOTIFICATION_THROTTLE_LIMIT, settings.NOTIFICATION_THROTTLE_SECONDS)
+    )
+    return Throttle(limit, seconds) if limit else None
+
+
+def over_throttle(*, user_id: int, category: str, throttle: Throttle) -> Window | None:
+    """Count one more send of category to user_id; return the throttle window when it is one
+    too many (the notification folds into that window's carrier), else None."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            THROTTLE_SQL, {"user": user_id, "category": category, "seconds": throttle.seconds}
+        )
+        sent, end = cursor.fetchone()
+    if sent <= throttle.limit:
+        return None
+    return Window(end - timedelta(seconds=throttle.seconds), end)
+
+
+# A window's carrier, made if it is not there yet: its notification, and a pending delivery on
+# each channel, due when given (the window's end, or later where quiet hours hold it). Both
+# inserts leave an existing row as it is, claimed or not.
+CARRIER_SQL = """
+WITH carrier AS (
+    INSERT INTO notifications.notifications
+        (id, user_id, type, message_key, message_params, action_url, cancel_key)
+    VALUES (%(id)s, %(user)s, %(type)s, %(type)s, %(params)s::jsonb, '', '')
+    ON CONFLICT (id) DO NOTHING
+)
+INSERT INTO notifications.notification_deliveries
+    (notification_id, channel, lane, next_attempt_at, held_until)
+SELECT %(id)s, c.channel, %(lane)s, c.due, c.held_until
+FROM jsonb_to_recordset(%(channels)s::jsonb)
+    AS c(channel text, due timestamptz, held_until timestamptz)
+ON CONFLICT (notification_id, channel) DO NOTHING
+""".strip()
+
+# The notification joins the carrier's deliveries that are still open: pending and never
+# claimed, locked FOR SHARE so no claim takes them before the caller commits (the claim skips
+# a locked row), while other joins go on at the same time. The channels it joined come back.
+JOIN_SQL = """
+WITH open AS (
+    SELECT id, channel
+    FROM notifications.notification_deliveries
+    WHERE notification_id = %(carrier)s
+      AND channel = ANY(%(channels)s::text[])
+      AND status = 'pending'
+      AND attempts = 0
+    FOR SHARE
+),
+joined AS (
+    INSERT INTO notifications.digest_items (carrier_id, notification_id)
+    SELECT id, %(notification)s FROM open
+    ON CONFLICT DO NOTHING
+)
+SELECT channel, id FROM open
+""".strip()
+
+
+def carrier_id(*, user_id: int, kind: str, category: str, end: datetime) -> uuid.UUID:
+    """The id of the carrier notification of this window: the same for every transaction
+    that asks, so they all find one row."""
+    return uuid.uuid5(_NAMESPACE, f"{user_id}:{kind}:{category}:{end.timestamp():.0f}")
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """The recipient's quiet hours, for the channels they hold."""
+
+    time_zone: str
+    start: object
+    end: object
+    held: frozenset[str]
+
+
+def join(
+    *,
+    notification_id: uuid.UUID,
+    user_id: int,
+    category: str,
+    kind: str,
+    channels: Sequence[str],
+    first: Window,
+    next_window,
+    lane: str,
+    quiet_hours: Quiet | None = None,
+) -> dict[str, int]:
+    """Add the notification to the carriers of its window on channels; return the carrier
+    delivery's id per channel. A carrier claimed already sends the window's items without
+    it, so it joins the next window's (next_window(end) gives it) instead."""
+    joined: dict[str, int] = {}
+    left = list(channels)
+    current = first
+    for _ in range(_MAX_WINDOWS):
+        carrier = carrier_id(user_id=user_id, kind=kind, category=category, end=current.end)
+        rows = []
+        for name in left:
+            held = None
+            if quiet_hours is not None and name in quiet_hours.held:
+                held = quiet.held_until(
+                    time_zone=quiet_hours.time_zone,
+                    start=quiet_hours.start,
+                    end=quiet_hours.end,
+                    due=current.end,
+                )
+            due = held or current.end
+            rows.append(
+                {
+                    "channel": name,
+                    "due": due.isoformat(),
+                    "held_until": held.isoformat() if held else None,
+                }
+            )
+        params = {
+            "category": category,
+            "kind": kind,
+            "since": current.start.isoformat(),
+            "until": current.end.isoformat(),
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(
+                CARRIER_SQL,
+                {
+                    "id": carrier,
+                    "user": user_id,
+                    "type": DIGEST,
+                    "params": json.dumps(params),
+                    "lane": lane,
+                    "channels": json.dumps(rows),
+                },
+            )
+            cursor.execute(
+                JOIN_SQL,
+                {"carrier": carrier, "channels": left, "notification": notification_id},
+            )
+            found = dict(cursor.fetchall())
+        joined.update(found)
+        left = [name for name in left if name not in found]
+        if not left:
+            return joined
+        current = next_window(current.end)
+    raise RuntimeError(
+        f"Notification {notification_id}: the carriers of {_MAX_WINDOWS} windows in a row were "
+        f"claimed already on {', '.join(left)}."
+    )
+
+
+# A batch of carriers' items for the drain: per carrier the count, and the newest SHOWN_ITEMS
+# with their messages, newest first.
+ITEMS_SQL = f"""
+SELECT carrier_id, total, notification_id, message_key, message_params::text, created_at
+FROM (
+    SELECT i.carrier_id,
+           count(*) OVER (PARTITION BY i.carrier_id) AS total,
+           row_number() OVER (
+               PARTITION BY i.carrier_id ORDER BY i.joined_at DESC, n.id DESC
+           ) AS place,
+           n.id AS notification_id,
+           coalesce(nullif(n.message_key, ''), n.type) AS message_key,
+           n.message_params,
+           n.created_at
+    FROM notifications.digest_items AS i
+    JOIN notifications.notifications AS n ON n.id = i.notification_id
+    WHERE i.carrier_id = ANY(%(carriers)s::bigint[])
+) AS ranked
+WHERE place <= {SHOWN_ITEMS}
+ORDER BY carrier_id, place
+""".strip()
+
+
+class Item(NamedTuple):
+    """One notification a carrier lists, as it was queued."""
+
+    notification_id: uuid.UUID
+    message_key: str
+    params: dict
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Items:
+    """A carrier's items as it sends them: how many in all, and the newest, newest first."""
+
+    total: int
+    newest: tuple[Item, ...]
+
+
+def items_of(carrier_ids: Sequence[int]) -> dict[int, Items]:
+    """The items of these carriers, in one query (a carrier without any is left out)."""
+    if not carrier_ids:
+        return {}
+    gathered: dict[int, list[Item]] = {}
+    totals: dict[int, int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(ITEMS_SQL, {"carriers": list(carrier_ids)})
+        for carrier, total, notification, key, params, created in cursor.fetchall():
+            totals[carrier] = total
+            item = Item(notification, key, json.loads(params), created)
+            gathered.setdefault(carrier, []).append(item)
+    return {c: Items(totals[c], tuple(gathered[c])) for c in gathered}
+
+
+@dataclass(frozen=True)
+class RenderedDigest:
+    subject: str
+    body: str
+    # What a channel that sends structured data (a webhook) gets: the same, as data
+    # (docs/digests.md describes it).
+    params: dict
+
+
+# A window at most this long is read on a clock: an hourly digest, and a throttle window of
+# the default hour, list their items (and say since when) by the time alone; a longer one (a
+# daily or weekly digest, a throttle of a day) by date and time.
+_TIME_ONLY = timedelta(hours=3)
+# Which digest a window is, by its length: hourly ones last an hour, daily ones 23 to 25
+# hours (the clocks may change that night), weekly ones a week.
+_DAILY_AT_MOST = timedelta(hours=26)
+
+
+def _subject(*, kind: str, length: timedelta, count: int, category: str) -> str:
+    values = {"count": count, "category": category}
+    if kind == THROTTLE_KIND:
+        return (
+            ngettext(
+                "%(count)d more notification in “%(category)s”",
+                "%(count)d more notifications in “%(category)s”",
+                count,
+            )
+            % values
+        )
+    if length <= _TIME_ONLY:
+        return (
+            ngettext(
+                "Your hourly digest: %(count)d notification in “%(category)s”",
+                "Your hourly digest: %(count)d notifications in “%(category)s”",
+                count,
+            )
+            % values
+        )
+    if length <= _DAILY_AT_MOST:
+        return (
+            ngettext(
+                "Your daily digest: %(count)d notification in “%(category)s”",
+                "Your daily digest: %(count)d notifications in “%(category)s”",
+                count,
+            )
+            % values
+        )
+    return (
+        ngettext(
+            "Your weekly digest: %(count)d notification in “%(category)s”",
+            "Your weekly digest: %(count)d notifications in “%(category)s”",
+            count,
+        )
+        % values
+    )
+
+
+def _heading(*, kind: str, count: int, category: str, since: str) -> str:
+    values = {"count": count, "category": category, "since": since}
+    if kind == THROTTLE_KIND:
+        return (
+            ngettext(
+                "%(count)d more notification in “%(category)s” since %(since)s, gathered into "
+                "one message:",
+                "%(count)d more notifications in “%(category)s” since %(since)s, gathered into "
+                "one message:",
+                count,
+            )
+            % values
+        )
+    return (
+        ngettext(
+            "%(count)d notification in “%(category)s” since %(since)s:",
+            "%(count)d notifications in “%(category)s” since %(since)s:",
+            count,
+        )
+        % values
+    )
+
+
+def render(*, params: Mapping, items: Items, language: str, time_zone: str) -> RenderedDigest:
+    """A carrier as its recipient reads it, in language: a count, the newest items' subjects
+    (newest first) and how many more there are; times on the recipient's clock."""
+    category = catalogue.CATEGORIES.get(params.get("category", ""))
+    kind = params.get("kind", DIGEST_KIND)
+    since = datetime.fromisoformat(params["since"])
+    until = datetime.fromisoformat(params["until"]) if params.get("until") else since
+    length = until - since
+    with translation.override(language), timezone.override(_zone(time_zone)):
+        if length <= _TIME_ONLY:
+
+            def stamp(moment: datetime) -> str:
+                return formats.time_format(timezone.localtime(moment), "TIME_FORMAT")
+
+        else:
+
+            def stamp(moment: datetime) -> str:
+                return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
+
+        label = str(category.label) if category else params.get("category", "")
+        count = items.total
+        subject = _subject(kind=kind, length=length, count=count, category=label)
+        heading = _heading(kind=kind, count=count, category=label, since=stamp(since))
+        lines, listed = [heading, ""], []
+        for item in items.newest:
+            try:
+                title = catalogue.render(
+                    key=item.message_key, params=item.params, language=language
+                ).subject
+            except catalogue.RENDER_ERRORS:
+                title = gettext("A notification that can no longer be shown")
+            lines.append(f"• {stamp(item.created_at)} {title}")
+            listed.append(
+                {
+                    "id": str(item.notification_id),
+                    "type": item.message_key,
+                    "subject": title,
+                    "created_at": item.created_at.isoformat(),
+                }
+            )
+        more = count - len(items.newest)
+        if more > 0:
+            lines += [
+                "",
+                ngettext("…and %(count)d more.", "…and %(count)d more.", more) % {"count": more},
+            ]
+    data = {
+        "kind": kind,
+        "category": params.get("category", ""),
+        "since": params["since"],
+        "until": params.get("until", ""),
+        "count": count,
+        "items": listed,
+    }
+    return RenderedDigest(subject=subject, body="\n".join(lines), params=data)
+
+
+def _zone(name: str):
+    import zoneinfo
+
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo("UTC")
