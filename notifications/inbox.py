@@ -21,7 +21,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import BooleanField, Q
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from notifications import catalogue
@@ -113,14 +114,19 @@ def _in_inbox(user):
     return Notification.objects.filter(IN_INBOX, user=user)
 
 
+def _older_than(cursor: Cursor) -> RawSQL:
+    # A row comparison: PostgreSQL starts the index scan at the cursor and reads forward, where
+    # "inbox_at < t OR (inbox_at = t AND id < i)" would scan from the newest entry and filter.
+    return RawSQL(
+        "(inbox_at, id) < (%s, %s)", (cursor.inbox_at, cursor.id), output_field=BooleanField()
+    )
+
+
 def page(user, *, language: str, before: Cursor | None = None, size: int = PAGE_SIZE) -> Page:
     """The entries after before (from the newest when None), newest first."""
     rows = _in_inbox(user)
     if before is not None:
-        # The first condition bounds the index scan; the second breaks ties at one instant.
-        rows = rows.filter(inbox_at__lte=before.inbox_at).filter(
-            Q(inbox_at__lt=before.inbox_at) | Q(id__lt=before.id)
-        )
+        rows = rows.filter(_older_than(before))
     found = list(rows.order_by("-inbox_at", "-id").values(*_FIELDS)[: size + 1])
     entries = tuple(_entry(row, language) for row in found[:size])
     return Page(entries, entries[-1].cursor if len(found) > size else None)
