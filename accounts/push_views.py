@@ -38,23 +38,23 @@ def _refusal(request, verdict) -> JsonResponse:
     )
 
 
-def _endpoint(view=None, *, limit: int | None = LIMIT):
+def _endpoint(view=None, *, counted: bool = True):
     """POST only, a bounded JSON object for a body (handed to view), counted per signed-in
     user; JSON errors for the anonymous and for any body that is not one.
 
     The count is the user's, and taken only once the request has passed CSRF and sign-in: a
     count per client address, taken first, would let any page a visitor opens (or anyone
     behind the same NAT) spend it for them with forged requests that are refused anyway.
-    limit=None counts nothing, for a question that costs what a page view does."""
+    counted=False counts nothing, for a question that costs what a page view does."""
     if view is None:
-        return lambda view: _endpoint(view, limit=limit)
+        return lambda view: _endpoint(view, counted=counted)
 
     def guarded(request):
         if not request.user.is_authenticated:
             return JsonResponse({"error": _("Sign in to change push notifications.")}, status=403)
-        if limit is not None:
+        if counted:
             verdict = ratelimit.hit(
-                key=f"push-{view.__name__}:{request.user.pk}", limit=limit, window=LIMIT_WINDOW
+                key=f"push-{view.__name__}:{request.user.pk}", limit=LIMIT, window=LIMIT_WINDOW
             )
             if not verdict.allowed:
                 return _refusal(request, verdict)
@@ -122,7 +122,7 @@ def unsubscribe(request, body: dict):
     return JsonResponse({"subscribed": False, "removed": removed})
 
 
-@_endpoint(limit=None)
+@_endpoint(counted=False)
 def status(request, body: dict):
     """Whether the server sends this user's pushes to the browser's endpoint, the body's
     "endpoint": the browser may still hold one that another user, or nobody, has now."""

@@ -182,3 +182,101 @@ def test_forged_requests_refused_by_csrf_do_not_spend_the_users_changes(ada, mon
         response = post(client, UNSUBSCRIBE, {"endpoint": ENDPOINT}, x_csrftoken=token)
         assert response.status_code == 200
     assert post(client, UNSUBSCRIBE, {"endpoint": ENDPOINT}, x_csrftoken=token).status_code == 429
+
+
+STATUS = "/account/push/status/"
+OTHER_ENDPOINT = "https://127.0.0.1:8443/push/def"
+
+
+def test_status_says_whether_the_browsers_endpoint_is_the_users(signed_in):
+    assert post(signed_in, STATUS, {"endpoint": ENDPOINT}).json() == {"subscribed": False}
+    post(signed_in, SUBSCRIBE, subscription())
+    assert post(signed_in, STATUS, {"endpoint": ENDPOINT}).json() == {"subscribed": True}
+    # Looked up by its canonical spelling: the scheme in capitals is the same endpoint.
+    same = ENDPOINT.replace("https:", "HTTPS:")
+    assert post(signed_in, STATUS, {"endpoint": same}).json() == {"subscribed": True}
+    post(signed_in, UNSUBSCRIBE, {"endpoint": ENDPOINT})
+    assert post(signed_in, STATUS, {"endpoint": ENDPOINT}).json() == {"subscribed": False}
+
+
+def test_status_of_an_endpoint_another_user_now_has_is_false(signed_in, ada, django_user_model):
+    post(signed_in, SUBSCRIBE, subscription())
+    grace = django_user_model.objects.create_user("grace", password="pw-grace-123")
+    other = Client()
+    other.force_login(grace)
+    # The same browser, the next person signed in: the endpoint moves to them.
+    post(other, SUBSCRIBE, subscription())
+    assert post(other, STATUS, {"endpoint": ENDPOINT}).json() == {"subscribed": True}
+    assert post(signed_in, STATUS, {"endpoint": ENDPOINT}).json() == {"subscribed": False}
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["{}", '{"endpoint": 5}', '{"endpoint": ""}', '{"endpoint": null}', "[]", "nope"],
+)
+def test_hostile_status_bodies_are_a_400(signed_in, body):
+    response = post(signed_in, STATUS, body)
+    assert response.status_code == 400
+    assert response.json()["error"]
+
+
+def test_status_of_a_url_no_subscription_could_have_is_false(signed_in):
+    for endpoint in ["http://example.com/x", "https://10.0.0.5/push", "not a url", "x" * 3000]:
+        response = post(signed_in, STATUS, {"endpoint": endpoint})
+        assert response.status_code == 200
+        assert response.json() == {"subscribed": False}
+
+
+def test_status_is_not_counted_against_the_users_changes(signed_in, monkeypatch):
+    monkeypatch.setattr(push_views, "LIMIT", 2)
+    for _ in range(5):
+        assert post(signed_in, STATUS, {"endpoint": ENDPOINT}).status_code == 200
+    assert post(signed_in, SUBSCRIBE, subscription()).status_code == 200
+
+
+def test_status_refuses_get_and_the_anonymous(client, signed_in):
+    assert signed_in.get(STATUS).status_code == 405
+    refused = post(Client(), STATUS, {"endpoint": ENDPOINT})
+    assert refused.status_code == 403
+    assert refused.json()["error"]
+
+
+def test_the_centre_hands_the_script_the_status_url(signed_in, settings):
+    settings.WEBPUSH_VAPID_PUBLIC_KEY = browser_key()
+    page = signed_in.get("/account/notifications/").content.decode()
+    assert f'data-status-url="{STATUS}"' in page
+
+
+def signed_in_browser(user) -> Client:
+    # A browser of its own: its own session, so its own remembered endpoint.
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_signing_out_turns_off_the_subscription_this_session_made(ada):
+    laptop, phone = signed_in_browser(ada), signed_in_browser(ada)
+    assert post(laptop, SUBSCRIBE, subscription()).status_code == 200
+    assert post(phone, SUBSCRIBE, subscription(OTHER_ENDPOINT)).status_code == 200
+    response = laptop.post("/account/sign-out/")
+    assert response.status_code in (200, 302)
+    left = ChannelAddress.objects.filter(user=ada, channel=WEBPUSH, is_active=True)
+    # The laptop's is gone; the phone, signed in elsewhere, keeps its own.
+    assert list(left.values_list("address", flat=True)) == [OTHER_ENDPOINT]
+
+
+def test_signing_out_after_the_endpoint_moved_leaves_the_new_owners_alone(ada, django_user_model):
+    grace = django_user_model.objects.create_user("grace", password="pw-grace-123")
+    first, second = signed_in_browser(ada), signed_in_browser(grace)
+    post(first, SUBSCRIBE, subscription())
+    post(second, SUBSCRIBE, subscription())
+    first.post("/account/sign-out/")
+    owner = ChannelAddress.objects.get(channel=WEBPUSH, address=ENDPOINT, is_active=True)
+    assert owner.user == grace
+
+
+def test_signing_out_without_a_subscription_changes_nothing(ada):
+    browser = signed_in_browser(ada)
+    post(signed_in_browser(ada), SUBSCRIBE, subscription())
+    browser.post("/account/sign-out/")
+    assert ChannelAddress.objects.filter(user=ada, channel=WEBPUSH, is_active=True).count() == 1
