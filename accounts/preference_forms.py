@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 from notifications import forms as rules
 from notifications import preferences
 from notifications.forms import ChannelAddressForm
-from notifications.models import WEBPUSH, ChannelAddress, Recipient
+from notifications.models import ChannelAddress, Recipient
 
 
 @dataclass(frozen=True)
@@ -298,9 +298,7 @@ class ChannelAddressesForm(forms.Form):
 
     @staticmethod
     def channels() -> list[str]:
-        # Email's address is the account's; a browser's push subscription is made by the
-        # browser (the push section), never typed.
-        return [name for name in preferences.choosable_channels() if name not in {"email", WEBPUSH}]
+        return preferences.typed_address_channels()
 
     def notes(self) -> dict[str, ChannelAddress]:
         """The switched-off address of each channel that has no active one."""

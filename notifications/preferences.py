@@ -21,7 +21,9 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
+from notifications import channels
 from notifications.catalogue import CATEGORIES
+from notifications.channels.base import AddressSource
 from notifications.digests import Digest
 from notifications.models import (
     DEMO_CHANNEL,
@@ -120,6 +122,17 @@ def choosable_channels() -> list[str]:
     """The channels a recipient chooses between: every channel the site runs but the
     showcase's demo (sent only to the site's own demo user)."""
     return [name for name in settings.DELIVERY_CHANNELS if name != DEMO_CHANNEL]
+
+
+def typed_address_channels() -> list[str]:
+    """The choosable channels whose address the recipient types (a chat id, a URL): not
+    email (the account's), not the inbox (the account itself), not web push (a browser's
+    subscription, made by the browser)."""
+    return [
+        name
+        for name in choosable_channels()
+        if name != WEBPUSH and channels.get(name).address_source == AddressSource.CHANNEL_ADDRESS
+    ]
 
 
 def choosable_categories() -> dict[str, object]:

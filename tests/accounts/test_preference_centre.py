@@ -830,3 +830,10 @@ def test_staff_who_may_add_but_not_change_get_the_add_form(django_user_model, ad
     page = client.get(f"{ADMIN}add/")
     assert page.status_code == 200
     assert 'name="on-account-email"' in page.content.decode()
+
+
+def test_the_inbox_is_a_channel_to_choose_but_no_address_to_type(signed_in):
+    page = text(signed_in.get(CENTRE))
+    assert 'name="on-account-inapp"' in page
+    assert 'name="address-inapp"' not in page
+    assert 'name="address-telegram"' in page
