@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from notifications import inbox, worker
+from notifications import inbox, preferences, worker
 from notifications.enqueue import send_notification
 from notifications.inbox import UNREAD_CAP, BadCursor, Cursor
-from notifications.models import Cadence, DigestChoice, Notification
+from notifications.models import (
+    Cadence,
+    ChannelAddress,
+    DigestChoice,
+    Notification,
+    Recipient,
+)
 from tests.dbclock import database_clock_at
 from tests.helpers import notify
 
@@ -365,6 +371,33 @@ def test_a_digest_through_the_inbox_puts_its_items_in(user):
     assert all(e.inbox_at == at_nine for e in entries)
     assert sorted(e.subject for e in entries) == [f"Welcome to v10r, Guest {n}" for n in range(3)]
     assert inbox.unread_count(user) == 3
+
+
+def test_the_inbox_is_a_channel_the_recipient_may_turn_off_per_category(user):
+    preferences.choose(user, choices={("account", "inapp"): False})
+    enqueued = send_notification(user=user, type="welcome", params={"name": "Ada"})
+    assert enqueued.skipped == {"inapp": "opted_out"}
+    worker.drain_once()
+    assert inbox.page(user, language="en").entries == ()
+
+
+def test_quiet_hours_do_not_hold_the_inbox(user):
+    # Quiet from midnight to 23:59 on UTC's clock: noon is inside.
+    Recipient.objects.create(
+        user=user, time_zone="UTC", quiet_start=time(0), quiet_end=time(23, 59)
+    )
+    ChannelAddress.objects.create(user=user, channel="telegram", address="42")
+    noon = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    with database_clock_at(noon):
+        sent = send_notification(
+            user=user, type="welcome", params={"name": "Ada"}, channels=["inapp", "telegram"]
+        ).notification
+        held = {d.channel: d.held_until for d in sent.deliveries.all()}
+        # Telegram interrupts, so it waits for the window's end; the inbox does not.
+        assert held == {"inapp": None, "telegram": datetime(2026, 6, 1, 23, 59, tzinfo=UTC)}
+    # On the real clock: the delivery's due time is its column's default, the real now().
+    assert worker.drain_once().sent == 1
+    assert [e.id for e in inbox.page(user, language="en").entries] == [sent.id]
 
 
 # --- Plans on a few thousand rows -------------------------------------------------------------
