@@ -6,8 +6,9 @@ Reads: a reader with --rows entries (every tenth unread, one in fifty archived, 
 instant), among --clients other users' 1,000 each, the table vacuumed and analysed. Medians
 of --samples calls, in this process through notifications/inbox.py, with the plan PostgreSQL
 chose (EXPLAIN ANALYZE of the statement as sent): the first page, the page at offset ~9,000
-reached by its cursor (beside the same page by OFFSET, for contrast), the unread count and
-state(); then one walk of every page from the first.
+reached by its cursor (beside the same page by an OR of the cursor's two parts and by
+OFFSET, for contrast), the unread count and state(); then one walk of every page from the
+first.
 
 Polling: gunicorn with deploy/gunicorn.conf.py (gthread, --workers processes of 4 threads,
 no access log, as in production; straight on loopback, without nginx in front) and --clients
@@ -73,6 +74,15 @@ SELECT gen_random_uuid(), u, 'queue.demo', 'queue.demo', jsonb_build_object('lab
        CASE WHEN n %% 10 <> 0 THEN now() END,
        CASE WHEN n %% 50 = 7 THEN now() END
 FROM unnest(%(users)s::int[]) AS u, generate_series(1, %(count)s) AS n
+"""
+
+# The deep page's condition written out, not as a row comparison: for contrast.
+OR_SQL = """
+SELECT id, message_key, message_params, action_url, inbox_at, read_at
+FROM notifications.notifications
+WHERE user_id = %(user)s AND inbox_at IS NOT NULL AND archived_at IS NULL
+  AND (inbox_at < %(at)s OR (inbox_at = %(at)s AND id < %(id)s))
+ORDER BY inbox_at DESC, id DESC LIMIT 21
 """
 
 OFFSET_SQL = """
@@ -184,7 +194,12 @@ def reads(reader, *, samples: int) -> list[list[str]]:
             lambda: inbox.page(reader, language="en", before=deep),
             None,
         ),
-        (f"page at {DEEP:,}, by OFFSET", None, (OFFSET_SQL, [reader.pk, DEEP])),
+        (
+            f"page at {DEEP:,}, by OR, SQL alone",
+            None,
+            (OR_SQL, {"user": reader.pk, "at": deep.inbox_at, "id": deep.id}),
+        ),
+        (f"page at {DEEP:,}, by OFFSET, SQL alone", None, (OFFSET_SQL, [reader.pk, DEEP])),
         ("unread count", lambda: inbox.unread_count(reader), None),
         ("state()", lambda: inbox.state(reader), (inbox.STATE_SQL, {"user": reader.pk})),
     ]

@@ -1,7 +1,7 @@
 """The inbox's read model on real PostgreSQL: cursors, keyset pages across ties, the owner's
 rows only, the capped unread count, the state and its ETag, the marks, the in-app channel
-putting notifications (and a digest's items) in, the plans of the three reads on a few
-thousand rows, and the state endpoint as a browser meets it."""
+putting notifications (and a digest's items) in, the reads' plans on a few thousand rows, and
+the state endpoint as a browser meets it."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def other(django_user_model):
 def delivered(user, count: int, *, at=T0, step=timedelta(seconds=1), per_instant=1, **fields):
     """count notifications in user's inbox, per_instant of them at each instant from at
     onwards, step apart (newest last); each with its label "n<i>"."""
-    made = Notification.objects.bulk_create(
+    return Notification.objects.bulk_create(
         [
             Notification(
                 user=user,
@@ -55,7 +55,6 @@ def delivered(user, count: int, *, at=T0, step=timedelta(seconds=1), per_instant
             for i in range(count)
         ]
     )
-    return made
 
 
 def newest_first(notifications) -> list[uuid.UUID]:
@@ -162,6 +161,14 @@ def test_the_last_page_has_no_next(user):
     assert first.next == first.entries[-1].cursor
     rest = inbox.page(user, language="en", before=first.next)
     assert (len(rest.entries), rest.next) == (1, None)
+
+
+def test_a_cursor_is_a_place_not_a_row_so_archiving_its_entry_loses_nothing(user):
+    made = delivered(user, 30)
+    first = inbox.page(user, language="en")
+    assert inbox.archive(user, first.next.id)  # the last entry shown, where the cursor points
+    rest = inbox.page(user, language="en", before=first.next)
+    assert [e.id for e in rest.entries] == newest_first(made)[20:]
 
 
 def test_a_user_sees_only_their_own_entries(user, other):
