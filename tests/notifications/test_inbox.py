@@ -261,6 +261,15 @@ def test_the_etag_stays_while_nothing_the_page_shows_changes(user, other):
     assert after.etag == before.etag
 
 
+def test_past_the_cap_a_read_leaves_the_etag_as_the_badge_is(user):
+    # The tag is of what the header shows: 105 unread and 104 both read "99+".
+    made = delivered(user, UNREAD_CAP + 6)
+    before = inbox.state(user)
+    assert inbox.mark_read(user, made[0].id)  # the oldest: the newest entry stays
+    assert inbox.state(user).etag == before.etag
+    assert inbox.badge(inbox.unread_count(user)) == "99+"
+
+
 def test_an_empty_inbox_has_a_state_too(user):
     empty = inbox.state(user)
     assert (empty.unread, empty.newest) == (0, None)
