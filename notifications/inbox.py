@@ -14,6 +14,7 @@ that lists it, as the drain renders a delivery in its recipient's.
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ IN_INBOX = Q(inbox_at__isnull=False, archived_at__isnull=True)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# What str() writes, and nothing else: uuid.UUID(hex=…) would also take braces, dashes,
+# "urn:uuid:" and non-ASCII digits (re.ASCII keeps \d to 0-9).
+_DIGITS = re.compile(r"\d{1,17}", re.ASCII)
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -61,7 +66,7 @@ class Cursor:
     def parse(cls, text: str) -> Cursor:
         """The cursor str() wrote, or BadCursor saying what is wrong with text."""
         micros, dot, hex_id = text.partition(".")
-        if not dot or not micros.isascii() or not micros.isdigit() or len(micros) > 17:
+        if not dot or not _DIGITS.fullmatch(micros) or not _HEX_ID.fullmatch(hex_id):
             raise BadCursor("The page's position is not one this site wrote.")
         try:
             moment = _EPOCH + int(micros) * _MICROSECOND

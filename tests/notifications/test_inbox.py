@@ -92,13 +92,6 @@ def test_a_cursor_reads_back_as_itself(moment):
 
 HEX = uuid.UUID(int=1).hex
 MOMENT = "1780304400000000"
-# Cursor.parse hands the id to uuid.UUID(hex=…), which strips braces, dashes and "urn:uuid:"
-# and reads any Unicode digit as int() does: each of these parses, as the id str() wrote with
-# plain hex. Harmless (the same row), but not "a cursor this site wrote"; the fix is to check
-# the id is 32 ASCII hex digits before UUID() sees it.
-LENIENT_ID = pytest.mark.xfail(
-    strict=True, reason="Cursor.parse takes any form uuid.UUID(hex=…) reads as the id"
-)
 
 
 @pytest.mark.parametrize(
@@ -119,9 +112,12 @@ LENIENT_ID = pytest.mark.xfail(
         # Digits, but not ASCII ones: int() would read them.
         pytest.param(f"\u0661\u0662\u0663.{HEX}", id="arabic-indic-digits"),
         pytest.param(f"\uff11\uff12.{HEX}", id="fullwidth-digits"),
-        pytest.param(f"{MOMENT}.{HEX[:-1]}\u0661", id="unicode-digit-in-id", marks=LENIENT_ID),
-        pytest.param(f"{MOMENT}.{{{HEX}}}", id="braced-id", marks=LENIENT_ID),
-        pytest.param(f"{MOMENT}.urn:uuid:{HEX}", id="urn-id", marks=LENIENT_ID),
+        # uuid.UUID(hex=…) would read each of these as the same id; str() writes plain hex.
+        pytest.param(f"{MOMENT}.{HEX[:-1]}\u0661", id="unicode-digit-in-id"),
+        pytest.param(f"{MOMENT}.{{{HEX}}}", id="braced-id"),
+        pytest.param(f"{MOMENT}.urn:uuid:{HEX}", id="urn-id"),
+        pytest.param(f"{MOMENT}.{uuid.UUID(int=1)}", id="dashed-id"),
+        pytest.param(f"{MOMENT}.{'AB' * 16}", id="upper-case-id"),
     ],
 )
 def test_a_cursor_this_site_did_not_write_is_refused(text):
