@@ -3,7 +3,7 @@
 - Digests and throttles: recipients' digest choices, the items gathered into a digest
   delivery, and the throttle windows' counts. digest_items' two foreign keys cascade in the
   database too: retention deletes carriers and notifications in raw SQL, and their items must
-  go with them.
+  go with them. New tables only: nothing here locks the deliveries table.
 - The inbox: Notification.inbox_at is nullable with no default, so adding it rewrites nothing;
   its two partial indexes (the inbox's pages, newest first, keyset on inbox_at and id, and its
   unread badge) are built with CREATE INDEX CONCURRENTLY, so notifications keep being written
@@ -12,7 +12,8 @@
   (a user has a subscription on each browser) and one that gives a push endpoint one owner, in
   one transaction of its own, so no moment has neither.
 
-Nothing else here locks the deliveries or the notifications table: the rest are new tables.
+The migration itself is not atomic, for the concurrent builds: a run stopped part way keeps
+what it had done, and running migrate again fails on the first table that exists already.
 """
 
 import django.db.models.deletion
