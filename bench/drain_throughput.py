@@ -44,13 +44,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench import workers  # noqa: E402 - after sys.path
-from bench.database import (  # noqa: E402
-    BENCH_DB,
-    environment,
-    prepare_database,
-    server_url,
-)
+from bench import database, workers  # noqa: E402 - after sys.path
 
 CONFIGS = [(1, 25), (1, 100), (2, 25), (2, 100)]  # (processes, batch size)
 
@@ -130,7 +124,7 @@ class CPUClock:
 
 
 def setup_django(url: str) -> None:
-    os.environ.update(environment(url))
+    os.environ.update(database.environment(url))
     os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
     import django
 
@@ -351,7 +345,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
-        "--database", default=BENCH_DB, help="the bench database's name (dropped first)"
+        "--database", default=database.BENCH_DB, help="the bench database's name (dropped first)"
     )
     parser.add_argument(
         "--configs",
@@ -371,8 +365,8 @@ def main() -> None:
         parser.error("--rows and --runs must be at least 1")
     configs = args.configs
 
-    url = server_url(args.database)
-    prepare_database(url)
+    url = database.server_url(args.database)
+    database.prepare_database(url)
     sides = {"drain": worker, "plain": plain_worker}
     if args.unprepared:
         sides["drain, unprepared"] = unprepared_drain_worker

@@ -39,12 +39,7 @@ from PIL import Image
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import (  # noqa: E402 - after sys.path
-    keep_database,
-    server_url,
-    set_up_django_settings,
-    web_environment,
-)
+from bench import database  # noqa: E402 - after sys.path
 from bench.timing import milliseconds  # noqa: E402
 from tests.deploy import clients  # noqa: E402
 from tests.deploy.servers import CONFIG, GUNICORN, Server  # noqa: E402
@@ -77,7 +72,7 @@ def median_ms(work, runs: int) -> float:
 
 def lanes(jpeg: bytes, runs: int) -> None:
     """(a) to (c), in this process."""
-    set_up_django_settings()
+    database.set_up_django_settings()
     import colorthief
     import fast_colorthief
 
@@ -234,8 +229,8 @@ def analyse_twice(port: int, jpeg: bytes, *, client: str) -> list[dict[str, floa
 
 def prepare(url: str, static_root: Path) -> dict[str, str]:
     """Create and migrate the database (kept between runs); return the web environment."""
-    keep_database(url)
-    return web_environment(
+    database.keep_database(url)
+    return database.web_environment(
         url,
         DJANGO_SETTINGS_MODULE="v10r.settings",
         # Nothing here serves static files; an empty folder keeps WhiteNoise from warning.
@@ -254,7 +249,7 @@ def fill_cache(env: dict[str, str]) -> None:
 
 def fresh_starts(jpeg: bytes, starts: int) -> None:
     """(d): the table of first and second requests after fresh starts."""
-    url = urlunsplit(urlsplit(server_url())._replace(path=f"/{DATABASE}"))
+    url = urlunsplit(urlsplit(database.server_url())._replace(path=f"/{DATABASE}"))
     apps = {"v10r.wsgi (warms)": "v10r.wsgi", "without warming": UNWARMED_APP}
     caches = ["filled", "empty"]
     measured = {(app, cache): [] for app in apps for cache in caches}

@@ -42,12 +42,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.database import (  # noqa: E402 - after sys.path
-    BENCH_DB,
-    environment,
-    prepare_database,
-    server_url,
-)
+from bench import database  # noqa: E402 - after sys.path
 from bench.drain_throughput import fill  # noqa: E402
 
 
@@ -199,7 +194,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=parse_sizes, default=[100, 25], metavar="N,…")
     parser.add_argument("--loop", choices=["drain_once", "tick"], default="drain_once")
     parser.add_argument(
-        "--database", default=BENCH_DB, help="the bench database's name (dropped first)"
+        "--database", default=database.BENCH_DB, help="the bench database's name (dropped first)"
     )
     parser.add_argument("--top", type=int, default=25, help="functions shown per ordering")
     parser.add_argument(
@@ -212,9 +207,9 @@ def main() -> None:
     if args.rows < 1 or args.top < 1:
         parser.error("--rows and --top must be at least 1")
 
-    url = server_url(args.database)
-    prepare_database(url)
-    os.environ.update(environment(url))
+    url = database.server_url(args.database)
+    database.prepare_database(url)
+    os.environ.update(database.environment(url))
     os.environ["DJANGO_SETTINGS_MODULE"] = "v10r.settings"
     import django
 

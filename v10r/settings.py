@@ -301,27 +301,22 @@ SERVICE_WORKER_ENABLED = environment.boolean("SERVICE_WORKER_ENABLED", default=T
 # Bearer secret for /cron/drain; unset, the endpoint does not exist (404). A guessable
 # secret would let anyone drive the drain, so a short one stops start-up.
 CRON_SECRET = environment.secret("CRON_SECRET", min_length=32)
-# How long one /cron/drain request may spend draining: below the proxy's read timeout
-# (nginx's proxy_read_timeout, 60 s in deploy/nginx.conf; a serverless host has its own), so
-# the request answers instead of being cut off. At most 50 s leaves 10 s of nginx's 60 for the
-# request's own writes.
-CRON_DRAIN_SECONDS = environment.number(
-    "CRON_DRAIN_SECONDS",
-    default=20.0,
-    minimum=1,
-    maximum=50,
-    why="a /cron/drain request must answer within nginx's 60 s proxy_read_timeout",
-)
 
-# Scheduled work (jobs/, docs/jobs.md). How long one /cron/jobs/… request may run jobs: under
-# the proxy's timeout, as for /cron/drain.
-JOBS_CRON_SECONDS = environment.number(
-    "JOBS_CRON_SECONDS",
-    default=20.0,
-    minimum=1,
-    maximum=50,
-    why="a /cron/jobs request must answer within nginx's 60 s proxy_read_timeout",
-)
+
+def _cron_seconds(name: str, path: str) -> float:
+    """How long one request to path may work: below the proxy's read timeout (nginx's
+    proxy_read_timeout, 60 s in deploy/nginx.conf; a serverless host has its own), so the
+    request answers instead of being cut off. At most 50 s leaves 10 s of nginx's 60 for the
+    request's own writes."""
+    why = f"a {path} request must answer within nginx's 60 s proxy_read_timeout"
+    return environment.number(name, default=20.0, minimum=1, maximum=50, why=why)
+
+
+# How long one /cron/drain request may spend draining.
+CRON_DRAIN_SECONDS = _cron_seconds("CRON_DRAIN_SECONDS", "/cron/drain")
+
+# Scheduled work (jobs/, docs/jobs.md). How long one /cron/jobs/… request may run jobs.
+JOBS_CRON_SECONDS = _cron_seconds("JOBS_CRON_SECONDS", "/cron/jobs")
 # A running job's lease, renewed three times a lease: a run whose process died is found
 # this long after its last renewal, and its slug runs again.
 JOBS_LEASE_SECONDS = environment.number(

@@ -70,6 +70,23 @@ def may_view(model_admin, request, model) -> bool:
     return site.is_registered(model) and site.get_model_admin(model).has_view_permission(request)
 
 
+class DigestPage:
+    """A change page with the digests' sections after the fields (digest_items.CHANGE_FORM):
+    digest_context() says what they show of the object, when there is one."""
+
+    change_form_template = digest_items.CHANGE_FORM
+
+    def digest_context(self, request, obj) -> dict:
+        raise NotImplementedError
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if obj is not None:
+            context.update(self.digest_context(request, obj))
+        return super().change_view(request, object_id, form_url, context)
+
+
 class DeliveryInline(admin.TabularInline):
     model = NotificationDelivery
     fields = (
@@ -105,7 +122,7 @@ class DeliveryInline(admin.TabularInline):
 
 
 @admin.register(Notification)
-class NotificationAdmin(Worded, ReadOnlyAdmin):
+class NotificationAdmin(DigestPage, Worded, ReadOnlyAdmin):
     list_title = _("Select a notification to view")
     view_title = _("View notification")
     search_title = _("Search notifications")
@@ -123,19 +140,16 @@ class NotificationAdmin(Worded, ReadOnlyAdmin):
     # member who may view notifications must not be able to use a user's reset link.
     exclude = ("message_params",)
     readonly_fields = ("parameters",)
-    change_form_template = digest_items.CHANGE_FORM
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        notification = self.get_object(request, unquote(object_id))
-        context = dict(extra_context or {})
-        if notification is not None:
-            context["digest_sections"] = digest_items.for_notification(
+    def digest_context(self, request, notification) -> dict:
+        return {
+            "digest_sections": digest_items.for_notification(
                 notification, linked=may_view(self, request, Notification)
-            )
-            context["digest_carriers"] = digest_items.carriers_of(
+            ),
+            "digest_carriers": digest_items.carriers_of(
                 notification, linked=may_view(self, request, NotificationDelivery)
-            )
-        return super().change_view(request, object_id, form_url, context)
+            ),
+        }
 
     @admin.display(description=_("parameters"))
     def parameters(self, notification):
@@ -145,7 +159,7 @@ class NotificationAdmin(Worded, ReadOnlyAdmin):
         return json.dumps(shown, ensure_ascii=False, indent=2)
 
 
-class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
+class DeliveryAdmin(DigestPage, ScheduleMixin, Worded, ReadOnlyAdmin):
     list_title = _("Select a delivery to view")
     view_title = _("View delivery")
     search_title = _("Search deliveries")
@@ -201,8 +215,6 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
         "created_at",
     )
 
-    change_form_template = digest_items.CHANGE_FORM
-
     def get_queryset(self, request):
         return (
             super()
@@ -210,14 +222,12 @@ class DeliveryAdmin(ScheduleMixin, Worded, ReadOnlyAdmin):
             .annotate(**ANNOTATIONS, digest_item_count=digest_items.ITEM_COUNT)
         )
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        delivery = self.get_object(request, unquote(object_id))
-        context = dict(extra_context or {})
-        if delivery is not None:
-            context["digest_sections"] = digest_items.for_delivery(
+    def digest_context(self, request, delivery) -> dict:
+        return {
+            "digest_sections": digest_items.for_delivery(
                 delivery, linked=may_view(self, request, Notification)
             )
-        return super().change_view(request, object_id, form_url, context)
+        }
 
     def get_search_results(self, request, queryset, search_term):
         """Search one thing at a time, each through its own index.

@@ -8,6 +8,22 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def deliveries_proxy(name, verbose_name, verbose_name_plural):
+    """A proxy model of the deliveries table: an admin list of its own, and no table."""
+    return migrations.CreateModel(
+        name=name,
+        fields=[],
+        options={
+            'verbose_name': verbose_name,
+            'verbose_name_plural': verbose_name_plural,
+            'proxy': True,
+            'indexes': [],
+            'constraints': [],
+        },
+        bases=('notifications.notificationdelivery',),
+    )
+
+
 class Migration(migrations.Migration):
 
     initial = True
@@ -92,32 +108,8 @@ class Migration(migrations.Migration):
                 'permissions': [('retry_delivery', 'Can retry a dead or failed delivery')],
             },
         ),
-        migrations.CreateModel(
-            name='FailedDelivery',
-            fields=[
-            ],
-            options={
-                'verbose_name': 'failed delivery',
-                'verbose_name_plural': 'Failed deliveries',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
-            },
-            bases=('notifications.notificationdelivery',),
-        ),
-        migrations.CreateModel(
-            name='NeedsAttention',
-            fields=[
-            ],
-            options={
-                'verbose_name': 'delivery needing attention',
-                'verbose_name_plural': 'Needs attention',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
-            },
-            bases=('notifications.notificationdelivery',),
-        ),
+        deliveries_proxy('FailedDelivery', 'failed delivery', 'Failed deliveries'),
+        deliveries_proxy('NeedsAttention', 'delivery needing attention', 'Needs attention'),
         migrations.CreateModel(
             name='ChannelAddress',
             fields=[
@@ -141,50 +133,22 @@ class Migration(migrations.Migration):
             model_name='notification',
             index=models.Index(fields=['-created_at'], name='notifications_recent'),
         ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('status', 'pending'), models.Q(('channel', 'demo'), _negated=True)), fields=['next_attempt_at', 'created_at', 'id'], name='deliveries_claim_real'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('channel', 'demo'), ('status', 'pending')), fields=['next_attempt_at', 'created_at', 'id'], name='deliveries_claim_demo'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('status', 'processing')), fields=['attempted_at'], name='deliveries_reap'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('channel', 'demo')), fields=['created_at'], name='deliveries_demo'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(fields=['-created_at', '-id'], name='deliveries_recent'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(fields=['attempted_at'], name='deliveries_attempted'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('error_code', ''), _negated=True), fields=['error_code'], name='deliveries_error_code'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('attempts', models.F('attempt_base')), ('status', 'pending')), fields=['-created_at', '-id'], name='deliveries_waiting'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('attempts__gt', models.F('attempt_base')), ('status', 'pending')), fields=['-created_at', '-id'], name='deliveries_retrying'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('status', 'dead')), fields=['-created_at', '-id'], name='deliveries_dead'),
-        ),
-        migrations.AddIndex(
-            model_name='notificationdelivery',
-            index=models.Index(condition=models.Q(('status', 'failed')), fields=['-created_at', '-id'], name='deliveries_failed'),
-        ),
+        *[
+            migrations.AddIndex(model_name='notificationdelivery', index=index)
+            for index in [
+                models.Index(condition=models.Q(('status', 'pending'), models.Q(('channel', 'demo'), _negated=True)), fields=['next_attempt_at', 'created_at', 'id'], name='deliveries_claim_real'),
+                models.Index(condition=models.Q(('channel', 'demo'), ('status', 'pending')), fields=['next_attempt_at', 'created_at', 'id'], name='deliveries_claim_demo'),
+                models.Index(condition=models.Q(('status', 'processing')), fields=['attempted_at'], name='deliveries_reap'),
+                models.Index(condition=models.Q(('channel', 'demo')), fields=['created_at'], name='deliveries_demo'),
+                models.Index(fields=['-created_at', '-id'], name='deliveries_recent'),
+                models.Index(fields=['attempted_at'], name='deliveries_attempted'),
+                models.Index(condition=models.Q(('error_code', ''), _negated=True), fields=['error_code'], name='deliveries_error_code'),
+                models.Index(condition=models.Q(('attempts', models.F('attempt_base')), ('status', 'pending')), fields=['-created_at', '-id'], name='deliveries_waiting'),
+                models.Index(condition=models.Q(('attempts__gt', models.F('attempt_base')), ('status', 'pending')), fields=['-created_at', '-id'], name='deliveries_retrying'),
+                models.Index(condition=models.Q(('status', 'dead')), fields=['-created_at', '-id'], name='deliveries_dead'),
+                models.Index(condition=models.Q(('status', 'failed')), fields=['-created_at', '-id'], name='deliveries_failed'),
+            ]
+        ],
         migrations.AddConstraint(
             model_name='notificationdelivery',
             constraint=models.UniqueConstraint(fields=('notification', 'channel'), name='deliveries_one_per_channel'),

@@ -7,8 +7,10 @@ keep being claimed and written while this runs (it takes seconds per million row
 plain CREATE INDEX would block every write to the table until it finished.
 """
 
-from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.contrib.postgres.operations import RemoveIndexConcurrently
 from django.db import migrations, models
+
+from notifications.migrations._concurrently import build_index
 
 REBUILT = [
     models.Index(
@@ -35,13 +37,7 @@ def rebuild(index: models.Index) -> list:
     building = index.clone()
     building.name = f"{index.name}_new"
     return [
-        # A CREATE INDEX CONCURRENTLY that was interrupted leaves an invalid index behind under
-        # its name; dropping it first lets migrate simply be run again.
-        migrations.RunSQL(
-            f'DROP INDEX CONCURRENTLY IF EXISTS notifications."{building.name}"',
-            reverse_sql=migrations.RunSQL.noop,
-        ),
-        AddIndexConcurrently("notificationdelivery", building),
+        *build_index("notificationdelivery", building),
         RemoveIndexConcurrently("notificationdelivery", index.name),
         migrations.RenameIndex("notificationdelivery", new_name=index.name, old_name=building.name),
     ]

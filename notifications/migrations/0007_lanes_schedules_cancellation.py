@@ -14,25 +14,17 @@ count's) are added NOT VALID and then validated, which scans the table without b
 """
 
 from django.conf import settings
-from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.contrib.postgres.operations import RemoveIndexConcurrently
 from django.db import migrations, models
 
 import notifications.models
+from notifications.migrations._concurrently import build_index
 from notifications.migrations._statuses import DELIVERIES, change_statuses
 
 OLD_STATUSES = ["pending", "processing", "sent", "failed", "dead"]
 NEW_STATUSES = [*OLD_STATUSES, "cancelled"]
 # The name PostgreSQL gives the CHECK of a column declared inline, as Django declares it.
 THROTTLES_CHECK = "notification_deliveries_throttles_check"
-
-
-def drop_leftover(name: str):
-    # A CREATE INDEX CONCURRENTLY that was interrupted leaves an invalid index behind under
-    # its name; dropping it first lets migrate simply be run again.
-    return migrations.RunSQL(
-        f'DROP INDEX CONCURRENTLY IF EXISTS notifications."{name}"',
-        reverse_sql=migrations.RunSQL.noop,
-    )
 
 
 PENDING_ORDER = ["next_attempt_at", "created_at", "id"]
@@ -103,8 +95,7 @@ class Migration(migrations.Migration):
             ],
         ),
         *change_statuses(OLD_STATUSES, NEW_STATUSES),
-        drop_leftover("deliveries_claim"),
-        AddIndexConcurrently(
+        *build_index(
             "notificationdelivery",
             models.Index(
                 fields=["lane", *PENDING_ORDER],
@@ -114,8 +105,7 @@ class Migration(migrations.Migration):
         ),
         RemoveIndexConcurrently("notificationdelivery", "deliveries_claim_real"),
         RemoveIndexConcurrently("notificationdelivery", "deliveries_claim_demo"),
-        drop_leftover("notifications_cancel_key"),
-        AddIndexConcurrently(
+        *build_index(
             "notification",
             models.Index(
                 fields=["cancel_key", "user"],
@@ -123,8 +113,7 @@ class Migration(migrations.Migration):
                 name="notifications_cancel_key",
             ),
         ),
-        drop_leftover("deliveries_cancelled"),
-        AddIndexConcurrently(
+        *build_index(
             "notificationdelivery",
             models.Index(
                 fields=["-created_at", "-id"],

@@ -12,10 +12,10 @@ not block writes), and the skipped index is built concurrently.
 
 import django.db.models.deletion
 from django.conf import settings
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 import notifications.models
+from notifications.migrations._concurrently import build_index
 from notifications.migrations._statuses import DELIVERIES, change_statuses, validate
 
 OLD_STATUSES = ["pending", "processing", "sent", "failed", "dead", "cancelled"]
@@ -187,12 +187,7 @@ class Migration(migrations.Migration):
                 validate("deliveries_skip_reason_when_skipped"),
             ],
         ),
-        # An interrupted CREATE INDEX CONCURRENTLY leaves an invalid index under its name.
-        migrations.RunSQL(
-            'DROP INDEX CONCURRENTLY IF EXISTS notifications."deliveries_skipped"',
-            migrations.RunSQL.noop,
-        ),
-        AddIndexConcurrently(
+        *build_index(
             "notificationdelivery",
             models.Index(
                 fields=["-created_at", "-id"],

@@ -1,14 +1,25 @@
-"""Digests and throttles: recipients' digest choices, the items gathered into a digest
-delivery, and the throttle windows' counts.
+"""Digests and throttles, the inbox, and web push's subscriptions.
 
-digest_items' two foreign keys cascade in the database too: retention deletes carriers and
-notifications in raw SQL, and their items must go with them. New tables only: nothing here
-locks the deliveries table.
+- Digests and throttles: recipients' digest choices, the items gathered into a digest
+  delivery, and the throttle windows' counts. digest_items' two foreign keys cascade in the
+  database too: retention deletes carriers and notifications in raw SQL, and their items must
+  go with them. New tables only: nothing here locks the deliveries table.
+- The inbox: Notification.inbox_at is nullable with no default, so adding it rewrites nothing;
+  its two partial indexes (the inbox's pages, newest first, keyset on inbox_at and id, and its
+  unread badge) are built with CREATE INDEX CONCURRENTLY, so notifications keep being written
+  while they build on a large table.
+- Web push: the channel addresses' one-active rule is swapped for one that leaves web push out
+  (a user has a subscription on each browser) and one that gives a push endpoint one owner, in
+  one transaction of its own, so no moment has neither.
+
+The migration itself is not atomic, for the concurrent builds: a run stopped part way keeps
+what it had done, and running migrate again fails on the first table that exists already.
 """
 
 import django.db.models.deletion
 import notifications.models
 from django.conf import settings
+from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 
@@ -30,7 +41,15 @@ ALTER TABLE notifications.digest_items
 """
 
 
+class AtomicSeparateDatabaseAndState(migrations.SeparateDatabaseAndState):
+    """Run in a transaction of its own, though the migration is not atomic."""
+
+    atomic = True
+
+
 class Migration(migrations.Migration):
+    atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
+
     dependencies = [
         ("notifications", "0008_preferences_and_skipped"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
@@ -209,5 +228,123 @@ class Migration(migrations.Migration):
         migrations.RunSQL(
             CASCADE_IN_DATABASE,
             NO_CASCADE,
+        ),
+        migrations.AddField(
+            model_name="notification",
+            name="inbox_at",
+            field=models.DateTimeField(blank=True, null=True, verbose_name="in the inbox since"),
+        ),
+        migrations.AlterField(
+            model_name="channeladdress",
+            name="address",
+            field=models.CharField(
+                help_text=(
+                    "A Telegram chat id, a Discord user id, a webhook endpoint's URL, or a "
+                    "browser's push endpoint."
+                ),
+                max_length=500,
+                verbose_name="address",
+            ),
+        ),
+        # Django drops and names a partial unique constraint's index by its bare name, which
+        # misses it in the notifications schema: the indexes are written here by their
+        # qualified names, and the state changes as Django would change it.
+        AtomicSeparateDatabaseAndState(
+            state_operations=[
+                migrations.RemoveConstraint(
+                    model_name="channeladdress",
+                    name="channel_addresses_one_active",
+                ),
+                migrations.AddConstraint(
+                    model_name="channeladdress",
+                    constraint=models.UniqueConstraint(
+                        condition=models.Q(
+                            ("is_active", True), models.Q(("channel", "webpush"), _negated=True)
+                        ),
+                        fields=("user", "channel"),
+                        name="channel_addresses_one_active",
+                    ),
+                ),
+                migrations.AddConstraint(
+                    model_name="channeladdress",
+                    constraint=models.UniqueConstraint(
+                        condition=models.Q(("channel", "webpush"), ("is_active", True)),
+                        fields=("channel", "address"),
+                        name="channel_addresses_one_push_owner",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    [
+                        "DROP INDEX notifications.channel_addresses_one_active",
+                        "CREATE UNIQUE INDEX channel_addresses_one_active"
+                        " ON notifications.channel_addresses (user_id, channel)"
+                        " WHERE is_active AND channel <> 'webpush'",
+                        "CREATE UNIQUE INDEX channel_addresses_one_push_owner"
+                        " ON notifications.channel_addresses (channel, address)"
+                        " WHERE is_active AND channel = 'webpush'",
+                    ],
+                    reverse_sql=[
+                        "DROP INDEX notifications.channel_addresses_one_push_owner",
+                        "DROP INDEX notifications.channel_addresses_one_active",
+                        "CREATE UNIQUE INDEX channel_addresses_one_active"
+                        " ON notifications.channel_addresses (user_id, channel) WHERE is_active",
+                    ],
+                ),
+            ],
+        ),
+        migrations.CreateModel(
+            name="PushSubscription",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "address",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="push_subscription",
+                        to="notifications.channeladdress",
+                        verbose_name="endpoint",
+                    ),
+                ),
+                ("p256dh", models.CharField(max_length=100, verbose_name="public key")),
+                ("auth", models.CharField(max_length=32, verbose_name="authentication secret")),
+                (
+                    "user_agent",
+                    models.CharField(
+                        blank=True, default="", max_length=200, verbose_name="browser"
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name": "push subscription",
+                "verbose_name_plural": "push subscriptions",
+                "db_table": 'notifications"."push_subscriptions',
+            },
+        ),
+        AddIndexConcurrently(
+            model_name="notification",
+            index=models.Index(
+                condition=models.Q(("archived_at__isnull", True), ("inbox_at__isnull", False)),
+                fields=["user", "-inbox_at", "-id"],
+                name="notifications_inbox",
+            ),
+        ),
+        AddIndexConcurrently(
+            model_name="notification",
+            index=models.Index(
+                condition=models.Q(
+                    ("archived_at__isnull", True),
+                    ("inbox_at__isnull", False),
+                    ("read_at__isnull", True),
+                ),
+                fields=["user", "-inbox_at"],
+                name="notifications_inbox_unread",
+            ),
         ),
     ]
