@@ -4,22 +4,16 @@
   delivery, and the throttle windows' counts. digest_items' two foreign keys cascade in the
   database too: retention deletes carriers and notifications in raw SQL, and their items must
   go with them. New tables only: nothing here locks the deliveries table.
-- The inbox: Notification.inbox_at is nullable with no default, so adding it rewrites nothing;
-  its two partial indexes (the inbox's pages, newest first, keyset on inbox_at and id, and its
-  unread badge) are built with CREATE INDEX CONCURRENTLY, so notifications keep being written
-  while they build on a large table.
+- The inbox: Notification.inbox_at is nullable with no default, so adding it rewrites nothing
+  (its indexes are the next migration's, built concurrently).
 - Web push: the channel addresses' one-active rule is swapped for one that leaves web push out
-  (a user has a subscription on each browser) and one that gives a push endpoint one owner, in
-  one transaction of its own, so no moment has neither.
-
-The migration itself is not atomic, for the concurrent builds: a run stopped part way keeps
-what it had done, and running migrate again fails on the first table that exists already.
+  (a user has a subscription on each browser) and one that gives a push endpoint one owner,
+  in this migration's transaction, so no moment has neither.
 """
 
 import django.db.models.deletion
 import notifications.models
 from django.conf import settings
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 
@@ -41,15 +35,7 @@ ALTER TABLE notifications.digest_items
 """
 
 
-class AtomicSeparateDatabaseAndState(migrations.SeparateDatabaseAndState):
-    """Run in a transaction of its own, though the migration is not atomic."""
-
-    atomic = True
-
-
 class Migration(migrations.Migration):
-    atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
-
     dependencies = [
         ("notifications", "0008_preferences_and_skipped"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
@@ -249,7 +235,7 @@ class Migration(migrations.Migration):
         # Django drops and names a partial unique constraint's index by its bare name, which
         # misses it in the notifications schema: the indexes are written here by their
         # qualified names, and the state changes as Django would change it.
-        AtomicSeparateDatabaseAndState(
+        migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.RemoveConstraint(
                     model_name="channeladdress",
@@ -326,25 +312,5 @@ class Migration(migrations.Migration):
                 "verbose_name_plural": "push subscriptions",
                 "db_table": 'notifications"."push_subscriptions',
             },
-        ),
-        AddIndexConcurrently(
-            model_name="notification",
-            index=models.Index(
-                condition=models.Q(("archived_at__isnull", True), ("inbox_at__isnull", False)),
-                fields=["user", "-inbox_at", "-id"],
-                name="notifications_inbox",
-            ),
-        ),
-        AddIndexConcurrently(
-            model_name="notification",
-            index=models.Index(
-                condition=models.Q(
-                    ("archived_at__isnull", True),
-                    ("inbox_at__isnull", False),
-                    ("read_at__isnull", True),
-                ),
-                fields=["user", "-inbox_at"],
-                name="notifications_inbox_unread",
-            ),
         ),
     ]

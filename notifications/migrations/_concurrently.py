@@ -1,5 +1,5 @@
 """Building an index with CREATE INDEX CONCURRENTLY so that migrate can simply be run again,
-shared by the migrations that do (0005, 0007, 0008).
+shared by the migrations that do (0005, 0007, 0008, 0010).
 
 An interrupted CREATE INDEX CONCURRENTLY leaves an invalid index behind under its name, which
 would make the next attempt fail: each build drops such a leftover first. Django's migration
