@@ -38,6 +38,7 @@ OUTBOX_PUBLIC = {
     "notifications.enqueue",
     "notifications.forms",
     "notifications.heartbeat",
+    "notifications.inbox",
     "notifications.models",
     "notifications.outbox",
     "notifications.preferences",
