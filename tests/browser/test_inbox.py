@@ -210,3 +210,26 @@ def test_nothing_scrolls_sideways(site, chromium, ada, width, scheme):
         assert csp_violations(page) == []
     finally:
         context.close()
+
+
+def test_signed_out_elsewhere_the_script_stops_asking(site, chromium, ada):
+    context, page = tab(chromium)
+    try:
+        sign_in(page, site, to="/")
+        asked = []
+        page.on(
+            "response",
+            lambda r: asked.append(r.status) if "/account/inbox/state/" in r.url else None,
+        )
+        # The session ends (as a sign-out in another tab would end it).
+        context.clear_cookies()
+        with page.expect_response(
+            lambda r: "/account/inbox/state/" in r.url and r.status == 403, timeout=10_000
+        ):
+            pass
+        # Three more polling intervals: nothing more is asked, and nothing is logged.
+        page.wait_for_timeout(4500)
+        assert asked[-1] == 403 and asked.count(403) == 1
+        assert csp_violations(page) == []
+    finally:
+        context.close()

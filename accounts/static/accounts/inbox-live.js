@@ -11,10 +11,11 @@ const POLL_MS = 1500;
 const LONGEST_WAIT_MS = 30000;
 
 const link = document.querySelector("[data-inbox-link][data-state-url]");
-const list = document.querySelector("[data-inbox-live][data-fragment-url]");
+// Looked up each time: "Mark all read" swaps the whole region, list and all.
+const liveList = () => document.querySelector("[data-inbox-live][data-fragment-url]");
 
 let etag = null;
-let newest = list ? newestShown() : undefined;
+let newest = liveList() ? newestShown(liveList()) : undefined;
 let timer = null;
 let failures = 0;
 let stopped = false;
@@ -32,7 +33,7 @@ function newer(a, b) {
   return ma > mb || (ma === mb && ha > hb);
 }
 
-function newestShown() {
+function newestShown(list) {
   const first = list.querySelector("[data-cursor]");
   return first ? first.dataset.cursor : null;
 }
@@ -45,7 +46,7 @@ function showBadge(text) {
   badge.hidden = text === "";
 }
 
-async function merge() {
+async function merge(list) {
   const response = await fetch(list.dataset.fragmentUrl, {
     cache: "no-store",
     credentials: "same-origin",
@@ -54,7 +55,7 @@ async function merge() {
   if (!response.ok) throw new Error(`entries: ${response.status}`);
   const html = await response.text();
   const parsed = new DOMParser().parseFromString(`<ol>${html}</ol>`, "text/html");
-  const shown = newestShown();
+  const shown = newestShown(list);
   const fresh = [...parsed.querySelectorAll("li[data-entry-id]")].filter(
     (item) =>
       !document.getElementById(item.id) && (shown === null || newer(item.dataset.cursor, shown)),
@@ -69,7 +70,7 @@ async function merge() {
   }
   // "Mark all read" now reaches the newest entry the reader is shown.
   const through = document.querySelector("[data-inbox-through]");
-  if (through) through.value = newestShown() || "";
+  if (through) through.value = newestShown(list) || "";
   const readAll = document.querySelector("[data-inbox-read-all]");
   if (readAll) readAll.hidden = false;
   const empty = document.querySelector("[data-inbox-empty]");
@@ -96,8 +97,9 @@ async function poll() {
       if (!response.ok) throw new Error(`state: ${response.status}`);
       const state = await response.json();
       showBadge(state.badge);
+      const list = liveList();
       if (list && state.newest && state.newest !== newest) {
-        await merge();
+        await merge(list);
         newest = state.newest;
       }
       // Kept only now: had the merge failed, the next poll must not be answered 304.
