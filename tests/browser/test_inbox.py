@@ -154,6 +154,10 @@ def test_mark_read_and_archive_in_place_with_htmx(site, chromium, ada):
         assert page.evaluate("document.activeElement.id") == f"toggle-{kept.pk}"
         page.click(f"#archive-{gone.pk}")
         page.wait_for_selector(f"#entry-{gone.pk}", state="detached")
+        # The focus moves to the entry that took its place.
+        page.wait_for_function(
+            f"() => document.activeElement.id === 'toggle-{kept.pk}'", timeout=5000
+        )
         assert page.is_hidden("[data-inbox-badge]")
         assert page.evaluate("window.__stayed") is True
         assert Notification.objects.get(pk=gone.pk).archived_at is not None

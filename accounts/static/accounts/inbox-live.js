@@ -132,4 +132,22 @@ document.addEventListener("visibilitychange", () => {
   }
 });
 
+// An archived entry leaves the list (its answer is empty), and the focus with it: it goes to
+// the entry that takes its place, so the keyboard's place stays in the list.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const gone = event.detail.target;
+  if (!gone.matches?.("li[data-entry-id]") || !gone.contains(document.activeElement)) return;
+  if (/data-entry-id/.test(event.detail.serverResponse || "")) return;
+  const next = gone.nextElementSibling || gone.previousElementSibling;
+  setTimeout(() => {
+    const button = next && next.querySelector("button");
+    const heading = document.querySelector("main h1");
+    if (button) button.focus();
+    else if (heading) {
+      heading.tabIndex = -1;
+      heading.focus();
+    }
+  }, 0);
+});
+
 if (link) schedule();
