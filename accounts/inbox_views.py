@@ -77,7 +77,10 @@ def _cursor(text: str | None) -> inbox.Cursor | None:
     """The cursor in a query or form field; None when absent, BadCursor when malformed."""
     if not text:
         return None
-    return inbox.Cursor.parse(text[:80])
+    # Longer than any cursor str() writes: refused before it is read.
+    if len(text) > 64:
+        raise inbox.BadCursor("The page's position is not one this site wrote.")
+    return inbox.Cursor.parse(text)
 
 
 def _region(request, before: inbox.Cursor | None) -> dict:
@@ -101,7 +104,7 @@ def _region(request, before: inbox.Cursor | None) -> dict:
 
 def _refused(request, message: str, *, fragment: bool):
     template = f"{INBOX_TEMPLATE}#refused" if fragment else INBOX_TEMPLATE
-    context = {"title": _lazy("Inbox"), "refused": message, "entries": (), "refusal": True}
+    context = {"title": _lazy("Inbox"), "refused": message}
     return render(request, template, context, status=400)
 
 

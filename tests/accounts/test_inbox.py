@@ -199,7 +199,7 @@ def test_a_fragment_or_htmx_request_answers_only_the_entries(signed_in, ada):
 
 @pytest.mark.parametrize(
     "cursor",
-    ["nope", "12.zz", "1" * 40, ".", "1.not-a-uuid", "1.2.3", "-1.x"],
+    ["nope", "12.zz", "1" * 40, ".", "1." + "0" * 32 + "-" * 40, "1.not-a-uuid", "1.2.3", "-1.x"],
 )
 def test_a_cursor_the_site_did_not_write_is_a_400_page_that_says_so(signed_in, cursor):
     for response in (
