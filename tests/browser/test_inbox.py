@@ -237,3 +237,32 @@ def test_signed_out_elsewhere_the_script_stops_asking(site, chromium, ada):
         assert csp_violations(page) == []
     finally:
         context.close()
+
+
+HIDE = """(hidden) => {
+  Object.defineProperty(document, "hidden", { configurable: true, get: () => hidden });
+  Object.defineProperty(document, "visibilityState", {
+    configurable: true, get: () => (hidden ? "hidden" : "visible"),
+  });
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_a_hidden_page_stops_polling_and_asks_at_once_when_shown_again(site, chromium, ada):
+    context, page = tab(chromium)
+    try:
+        sign_in(page, site, to="/")
+        page.wait_for_load_state("networkidle")
+        asked = []
+        page.on("request", lambda r: asked.append(r.url) if "/inbox/state/" in r.url else None)
+        page.evaluate(HIDE, True)
+        page.wait_for_timeout(200)
+        hidden_from = len(asked)
+        # Two polling intervals hidden: nothing asked.
+        page.wait_for_timeout(3200)
+        assert len(asked) == hidden_from
+        with page.expect_request(lambda r: "/inbox/state/" in r.url, timeout=1000):
+            page.evaluate(HIDE, False)
+        assert csp_violations(page) == []
+    finally:
+        context.close()
