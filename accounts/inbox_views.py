@@ -1,12 +1,27 @@
-"""The inbox's state for the page's live updates: a conditional GET that answers 304 while
-nothing changed, so a poll costs one indexed statement and no body."""
+"""The signed-in user's inbox: its page, the actions on its entries, and its state for the
+live updates.
+
+The page and its actions follow the preference centre's pattern (accounts/views.py): each
+action is a form that htmx posts and answers with the partial it changed (accounts/inbox.html),
+and that posts the whole page without JavaScript, answered with a redirect back and a message.
+
+The state is a conditional GET that answers 304 while nothing changed, so a poll costs one
+indexed statement and no body."""
 
 from __future__ import annotations
 
-from django.http import JsonResponse
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.utils.translation import get_language, gettext
 from django.utils.translation import gettext as _
-from django.views.decorators.http import condition, require_safe
+from django.utils.translation import gettext_lazy as _lazy
+from django.views.decorators.http import condition, require_POST, require_safe
 
 from notifications import inbox
 
@@ -44,3 +59,131 @@ def _answer(request):
             "newest": str(current.newest) if current.newest else None,
         }
     )
+
+
+# --- The inbox page and its actions -----------------------------------------------------------
+
+INBOX_TEMPLATE = "accounts/inbox.html"
+
+DONE = {
+    "read": _lazy("Marked as read."),
+    "unread": _lazy("Marked as unread."),
+    "archive": _lazy("Archived. It is no longer in your inbox."),
+}
+ACTIONS = {"read": inbox.mark_read, "unread": inbox.mark_unread, "archive": inbox.archive}
+
+
+def _cursor(text: str | None) -> inbox.Cursor | None:
+    """The cursor in a query or form field; None when absent, BadCursor when malformed."""
+    if not text:
+        return None
+    # Longer than any cursor str() writes: refused before it is read.
+    if len(text) > 64:
+        raise inbox.BadCursor("The page's position is not one this site wrote.")
+    return inbox.Cursor.parse(text)
+
+
+def _region(request, before: inbox.Cursor | None) -> dict:
+    """What the inbox region shows: one page of entries from before, and the newest entry the
+    reader is shown (what "Mark all read" marks through)."""
+    language = get_language()
+    shown = inbox.page(request.user, language=language, before=before)
+    if before is None:
+        newest = shown.entries[0].cursor if shown.entries else None
+    else:
+        # An older page: the reader came from the newer ones, so "all" reaches the newest.
+        newest = inbox.state(request.user).newest
+    return {
+        "title": _lazy("Inbox"),
+        "entries": shown.entries,
+        "older": shown.next,
+        "before": before,
+        "newest": newest,
+    }
+
+
+def _refused(request, message: str, *, fragment: bool):
+    template = f"{INBOX_TEMPLATE}#refused" if fragment else INBOX_TEMPLATE
+    context = {"title": _lazy("Inbox"), "refused": message}
+    return render(request, template, context, status=400)
+
+
+@login_required
+@require_safe
+def page(request):
+    """The signed-in user's inbox, newest first, a page at a time from ?before=<cursor>.
+    ?fragment=entries (or an htmx request) answers only the page's entries, for "load more"
+    and for the live script, which merges the new ones in at the top."""
+    fragment = request.GET.get("fragment") == "entries" or bool(request.htmx)
+    try:
+        before = _cursor(request.GET.get("before"))
+    except inbox.BadCursor:
+        message = gettext("This page of your inbox does not exist. Start again from the newest.")
+        return _refused(request, message, fragment=fragment)
+    context = _region(request, before)
+    response = render(request, f"{INBOX_TEMPLATE}#entries" if fragment else INBOX_TEMPLATE, context)
+    # A user's own page: never kept by anything shared, asked again each time.
+    patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ["Cookie"])
+    return response
+
+
+def _back(request) -> str:
+    """The inbox page the form was posted from (its ?before= when that is a cursor)."""
+    url = reverse("accounts:inbox")
+    try:
+        before = _cursor(request.POST.get("before"))
+    except inbox.BadCursor:
+        before = None
+    return f"{url}?before={before}" if before else url
+
+
+def _act(name: str):
+    @require_POST
+    @login_required
+    def act(request, entry_id: uuid.UUID):
+        if not ACTIONS[name](request.user, entry_id):
+            raise Http404(gettext("You have no such notification."))
+        if not request.htmx:
+            messages.success(request, DONE[name])
+            anchor = "" if name == "archive" else f"#entry-{entry_id}"
+            return redirect(_back(request) + anchor)
+        context = {"done": DONE[name], "badge_update": True, "single": True}
+        if name == "archive":
+            return render(request, f"{INBOX_TEMPLATE}#archived", context)
+        context["entry"] = inbox.entry(request.user, entry_id, language=get_language())
+        return render(request, f"{INBOX_TEMPLATE}#entry", context)
+
+    act.__name__ = act.__qualname__ = f"inbox_{name}"
+    act.__doc__ = f"{name.capitalize()} one of the signed-in user's entries (404 when not theirs)."
+    return act
+
+
+mark_read = _act("read")
+mark_unread = _act("unread")
+archive = _act("archive")
+
+
+@require_POST
+@login_required
+def mark_all_read(request):
+    """Mark read every unread entry up to through, the newest the reader was shown: one that
+    arrived after the page was drawn stays unread. Without through nothing is marked (the
+    reader was shown an empty inbox)."""
+    try:
+        through = _cursor(request.POST.get("through"))
+    except inbox.BadCursor:
+        message = gettext("This form is out of date; nothing was marked. Try again.")
+        return _refused(request, message, fragment=bool(request.htmx))
+    if through is not None:
+        inbox.mark_all_read(request.user, through=through)
+    done = gettext("Everything you were shown is marked read.")
+    if not request.htmx:
+        messages.success(request, done)
+        return redirect(_back(request))
+    try:
+        before = _cursor(request.POST.get("before"))
+    except inbox.BadCursor:
+        before = None
+    context = {**_region(request, before), "done": done, "badge_update": True}
+    return render(request, f"{INBOX_TEMPLATE}#region", context)

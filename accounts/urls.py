@@ -21,6 +21,12 @@ urlpatterns = [
     path("password/changed/", views.password_change_done, name="password_change_done"),
     # The preference centre: what reaches the user, on which channel, and when.
     path("notifications/", views.preferences, name="preferences"),
+    # The inbox: its page (?before=<cursor> for older entries), and its actions, each a POST.
+    path("inbox/", inbox_views.page, name="inbox"),
+    path("inbox/<uuid:entry_id>/read/", inbox_views.mark_read, name="inbox_read"),
+    path("inbox/<uuid:entry_id>/unread/", inbox_views.mark_unread, name="inbox_unread"),
+    path("inbox/<uuid:entry_id>/archive/", inbox_views.archive, name="inbox_archive"),
+    path("inbox/read-all/", inbox_views.mark_all_read, name="inbox_read_all"),
     # The inbox's unread count and newest entry, polled by every signed-in page (304 when
     # nothing changed).
     path("inbox/state/", inbox_views.state, name="inbox_state"),

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import connection
 from django.db.models import BooleanField, Q
@@ -90,6 +91,31 @@ class Entry:
     def cursor(self) -> Cursor:
         return Cursor(self.inbox_at, self.id)
 
+    @property
+    def link(self) -> str:
+        """action_url when a page may make it a link, else "" (see safe_link)."""
+        return safe_link(self.action_url)
+
+
+def safe_link(url: str) -> str:
+    """url when it is a relative address (this site) or an http(s) one, else "".
+
+    action_url is stored as the sender gave it; a javascript: or data: address in an href
+    would run when clicked, and "//host" or "/\\host" leave the site while looking relative.
+    Whitespace and control characters, which browsers strip before reading a scheme, refuse
+    the whole address rather than being guessed around."""
+    if not url or not url.isprintable() or url != url.strip() or "\\" in url:
+        return ""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return url
+    if not parts.scheme and not parts.netloc and not url.startswith("//"):
+        return url
+    return ""
+
 
 @dataclass(frozen=True)
 class Page:
@@ -135,6 +161,12 @@ def page(user, *, language: str, before: Cursor | None = None, size: int = PAGE_
     found = list(rows.order_by("-inbox_at", "-id").values(*_FIELDS)[: size + 1])
     entries = tuple(_entry(row, language) for row in found[:size])
     return Page(entries, entries[-1].cursor if len(found) > size else None)
+
+
+def entry(user, entry_id: uuid.UUID, *, language: str) -> Entry | None:
+    """One of user's entries, rendered in language; None when user has no such entry."""
+    found = list(_in_inbox(user).filter(pk=entry_id).values(*_FIELDS)[:1])
+    return _entry(found[0], language) if found else None
 
 
 def unread_count(user) -> int:

@@ -431,6 +431,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "v10r.context_processors.languages",
                 "pwa.context_processors.service_worker",
+                "accounts.context_processors.inbox_badge",
             ],
         },
     },

@@ -1,0 +1,153 @@
+// The inbox, live: the header's badge on every signed-in page, and new entries at the top of the
+// inbox's first page, without a reload.
+//
+// It asks the inbox's state (accounts/inbox_views.py) every POLL_MS while the page is visible,
+// with the last ETag, so an unchanged inbox costs a 304 and no body. When the newest entry
+// changes, the inbox page fetches its first page of entries (the entries partial) and puts
+// the ones it does not show yet at the top; what the reader already sees stays as it is. A 403
+// means the session ended: it stops. Any other failure waits longer before the next try.
+
+const POLL_MS = 1500;
+const LONGEST_WAIT_MS = 30000;
+
+const link = document.querySelector("[data-inbox-link][data-state-url]");
+// Looked up each time: "Mark all read" swaps the whole region, list and all.
+const liveList = () => document.querySelector("[data-inbox-live][data-fragment-url]");
+
+let etag = null;
+let newest = liveList() ? newestShown(liveList()) : undefined;
+let timer = null;
+let failures = 0;
+let stopped = false;
+let inFlight = false;
+
+// A cursor ("micros.hex", notifications/inbox.py) as something that sorts as the inbox does.
+function key(cursor) {
+  const [micros, hex] = String(cursor).split(".");
+  return [BigInt(micros || "0"), hex || ""];
+}
+
+function newer(a, b) {
+  const [ma, ha] = key(a);
+  const [mb, hb] = key(b);
+  return ma > mb || (ma === mb && ha > hb);
+}
+
+function newestShown(list) {
+  const first = list.querySelector("[data-cursor]");
+  return first ? first.dataset.cursor : null;
+}
+
+function showBadge(text) {
+  const badge = document.querySelector("[data-inbox-badge]");
+  const count = badge && badge.querySelector("[data-inbox-count]");
+  if (!count) return;
+  if (count.textContent !== text) count.textContent = text;
+  badge.hidden = text === "";
+}
+
+async function merge(list) {
+  const response = await fetch(list.dataset.fragmentUrl, {
+    cache: "no-store",
+    credentials: "same-origin",
+    headers: { Accept: "text/html" },
+  });
+  if (!response.ok) throw new Error(`entries: ${response.status}`);
+  const html = await response.text();
+  const parsed = new DOMParser().parseFromString(`<ol>${html}</ol>`, "text/html");
+  const shown = newestShown(list);
+  const fresh = [...parsed.querySelectorAll("li[data-entry-id]")].filter(
+    (item) =>
+      !document.getElementById(item.id) && (shown === null || newer(item.dataset.cursor, shown)),
+  );
+  if (fresh.length === 0) return;
+  // Newest first, as the page lists them: insert in order before what was the first entry.
+  const anchor = list.firstElementChild;
+  for (const item of fresh) {
+    const adopted = document.importNode(item, true);
+    list.insertBefore(adopted, anchor);
+    if (window.htmx) window.htmx.process(adopted);
+  }
+  // "Mark all read" now reaches the newest entry the reader is shown.
+  const through = document.querySelector("[data-inbox-through]");
+  if (through) through.value = newestShown(list) || "";
+  const readAll = document.querySelector("[data-inbox-read-all]");
+  if (readAll) readAll.hidden = false;
+  const empty = document.querySelector("[data-inbox-empty]");
+  if (empty) empty.hidden = true;
+}
+
+async function poll() {
+  timer = null;
+  if (stopped || inFlight || document.hidden) return;
+  inFlight = true;
+  try {
+    const headers = { Accept: "application/json" };
+    if (etag) headers["If-None-Match"] = etag;
+    const response = await fetch(link.dataset.stateUrl, {
+      cache: "no-store",
+      credentials: "same-origin",
+      headers,
+    });
+    if (response.status === 403) {
+      stopped = true;
+      return;
+    }
+    if (response.status !== 304) {
+      if (!response.ok) throw new Error(`state: ${response.status}`);
+      const state = await response.json();
+      showBadge(state.badge);
+      const list = liveList();
+      if (list && state.newest && state.newest !== newest) {
+        await merge(list);
+        newest = state.newest;
+      }
+      // Kept only now: had the merge failed, the next poll must not be answered 304.
+      etag = response.headers.get("ETag") || null;
+    }
+    failures = 0;
+  } catch {
+    // The network or the server failed: try again, later each time.
+    failures += 1;
+  } finally {
+    inFlight = false;
+    schedule();
+  }
+}
+
+function schedule() {
+  if (stopped || document.hidden || timer !== null) return;
+  const wait = failures ? Math.min(POLL_MS * 2 ** failures, LONGEST_WAIT_MS) : POLL_MS;
+  timer = setTimeout(poll, wait);
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) {
+    clearTimeout(timer);
+    timer = null;
+  } else if (!stopped) {
+    clearTimeout(timer);
+    timer = null;
+    poll();
+  }
+});
+
+// An archived entry leaves the list (its answer is empty), and the focus with it: it goes to
+// the entry that takes its place, so the keyboard's place stays in the list.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const gone = event.detail.target;
+  if (!gone.matches?.("li[data-entry-id]") || !gone.contains(document.activeElement)) return;
+  if (/data-entry-id/.test(event.detail.serverResponse || "")) return;
+  const next = gone.nextElementSibling || gone.previousElementSibling;
+  setTimeout(() => {
+    const button = next && next.querySelector("button");
+    const heading = document.querySelector("main h1");
+    if (button) button.focus();
+    else if (heading) {
+      heading.tabIndex = -1;
+      heading.focus();
+    }
+  }, 0);
+});
+
+if (link) schedule();
