@@ -405,10 +405,14 @@ def test_the_header_shows_the_unread_count_on_every_page(signed_in, ada):
     for i in range(3):
         put(ada, at=T0 + timedelta(seconds=i))
     put(ada, read=True)
-    for path in ("/", "/account/notifications/", "/de/"):
+    for path, unread in (
+        ("/", "unread"),
+        ("/account/notifications/", "unread"),
+        ("/de/", "ungelesen"),
+    ):
         response = signed_in.get(path)
         assert badge(response) == "3"
-        assert '<span class="visually-hidden"> unread</span>' in response.content.decode()
+        assert f'<span class="visually-hidden"> {unread}</span>' in response.content.decode()
     assert 'href="/account/inbox/" class="inbox-link"' in signed_in.get("/").content.decode()
 
 
