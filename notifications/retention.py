@@ -135,10 +135,15 @@ SELECT
 # and so take it out of a digest not yet sent, or one a staff member may still retry. Such a
 # notification stays while its carrier does; once the carrier is pruned (its items go with it)
 # the notification has neither and is swept like any other.
-_NOT_AN_ITEM_SQL = """
+#
+# A notification in its recipient's inbox (delivered there, not archived) is the recipient's
+# to keep: its deliveries are the outbox's log and go when the log's horizon passes, but the
+# entry stays until they archive it, and is swept with the others from then on.
+_SWEEPABLE_SQL = """
 NOT EXISTS (
       SELECT FROM notifications.digest_items AS i WHERE i.notification_id = n.id
   )
+  AND (n.inbox_at IS NULL OR n.archived_at IS NOT NULL)
 """.strip()
 
 # In the same transaction as the batch: the notifications whose last delivery it deleted.
@@ -148,7 +153,7 @@ WHERE n.id = ANY(%(ids)s)
   AND NOT EXISTS (
       SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
   )
-  AND {_NOT_AN_ITEM_SQL}
+  AND {_SWEEPABLE_SQL}
 """.strip()
 
 # Notifications without a delivery (queued with no channel a user could be reached on, or
@@ -162,7 +167,7 @@ WITH empty AS MATERIALIZED (
       AND NOT EXISTS (
           SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
       )
-      AND {_NOT_AN_ITEM_SQL}
+      AND {_SWEEPABLE_SQL}
     ORDER BY n.created_at
     LIMIT %(limit)s
     FOR UPDATE OF n SKIP LOCKED
@@ -194,7 +199,7 @@ WHERE n.created_at < %(before)s
   AND NOT EXISTS (
       SELECT FROM notifications.notification_deliveries AS d WHERE d.notification_id = n.id
   )
-  AND {_NOT_AN_ITEM_SQL}
+  AND {_SWEEPABLE_SQL}
 """.strip()
 
 # A throttle window's count is read only while the window is open (digests.THROTTLE_SQL);

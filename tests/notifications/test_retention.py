@@ -333,3 +333,30 @@ def test_pruning_beside_a_running_drain_loses_nothing_in_flight(
         .exists()
     )
     assert sum(run.deliveries for run in runs) > 0, "the pruner ran while the drain did"
+
+
+def test_an_entry_in_the_inbox_outlives_its_deliveries_until_it_is_archived(db, user):
+    kept, archived, _never_in_the_inbox = (
+        NotificationDelivery.objects.get(pk=pk).notification_id
+        for pk in make_deliveries(user, 3, channel="email")
+    )
+    execute(
+        "UPDATE notifications.notifications SET inbox_at = now() WHERE id = ANY(%s)",
+        [[kept, archived]],
+    )
+    execute(
+        "UPDATE notifications.notifications SET archived_at = now() WHERE id = %s", [archived]
+    )
+    ids = list(NotificationDelivery.objects.values_list("id", flat=True))
+    set_status(ids, "sent")
+    age(ids, days=100)
+    retention.prune(policy())
+    # The log is gone; the entry the recipient still has in their inbox is not.
+    assert remaining(ids) == set()
+    assert list(Notification.objects.values_list("pk", flat=True)) == [kept]
+    assert retention.due(policy())["empty_notifications"] == 0
+    # Archived at last, it is swept as any notification without a delivery.
+    execute("UPDATE notifications.notifications SET archived_at = now() WHERE id = %s", [kept])
+    assert retention.due(policy())["empty_notifications"] == 1
+    retention.prune(policy())
+    assert not Notification.objects.exists()
