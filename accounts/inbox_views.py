@@ -105,7 +105,7 @@ def _region(request, before: inbox.Cursor | None) -> dict:
 def _refused(request, message: str, *, fragment: bool):
     template = f"{INBOX_TEMPLATE}#refused" if fragment else INBOX_TEMPLATE
     context = {"title": _lazy("Inbox"), "refused": message}
-    return render(request, template, context, status=400)
+    return _private(render(request, template, context, status=400))
 
 
 @login_required
@@ -121,11 +121,10 @@ def page(request):
         message = gettext("This page of your inbox does not exist. Start again from the newest.")
         return _refused(request, message, fragment=fragment)
     context = _region(request, before)
-    response = render(request, f"{INBOX_TEMPLATE}#entries" if fragment else INBOX_TEMPLATE, context)
     # A user's own page: never kept by anything shared, asked again each time.
-    patch_cache_control(response, private=True, no_cache=True)
-    patch_vary_headers(response, ["Cookie"])
-    return response
+    return _private(
+        render(request, f"{INBOX_TEMPLATE}#entries" if fragment else INBOX_TEMPLATE, context)
+    )
 
 
 def _back(request) -> str:
@@ -149,10 +148,13 @@ def _act(name: str):
             anchor = "" if name == "archive" else f"#entry-{entry_id}"
             return redirect(_back(request) + anchor)
         context = {"done": DONE[name], "badge_update": True, "single": True}
-        if name == "archive":
+        entry = None
+        if name != "archive":
+            entry = inbox.entry(request.user, entry_id, language=get_language())
+        if entry is None:
+            # Archived (here, or in another tab between the mark and this read): it leaves.
             return render(request, f"{INBOX_TEMPLATE}#archived", context)
-        context["entry"] = inbox.entry(request.user, entry_id, language=get_language())
-        return render(request, f"{INBOX_TEMPLATE}#entry", context)
+        return render(request, f"{INBOX_TEMPLATE}#entry", {**context, "entry": entry})
 
     act.__name__ = act.__qualname__ = f"inbox_{name}"
     act.__doc__ = f"{name.capitalize()} one of the signed-in user's entries (404 when not theirs)."

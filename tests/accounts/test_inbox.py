@@ -16,6 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from accounts import inbox_views
 from notifications import inbox, worker
 from notifications.enqueue import send_notification
 from notifications.models import Notification
@@ -470,3 +471,30 @@ def test_signed_in_pages_load_the_live_script_with_the_state_url(signed_in):
     body = signed_in.get("/ru/").content.decode()
     assert 'data-state-url="/ru/account/inbox/state/"' in body
     assert re.search(r'<script type="module" src="/static/accounts/inbox-live[^"]*\.js"', body)
+
+
+def test_an_entry_archived_elsewhere_between_the_mark_and_the_answer_just_leaves(
+    signed_in, ada, monkeypatch
+):
+    row = put(ada)
+
+    def mark_then_archived_in_another_tab(user, entry_id):
+        marked = inbox.mark_read(user, entry_id)
+        inbox.archive(user, entry_id)
+        return marked
+
+    monkeypatch.setitem(inbox_views.ACTIONS, "read", mark_then_archived_in_another_tab)
+    response = signed_in.post(action("inbox_read", row), headers=HTMX)
+    assert response.status_code == 200
+    assert "data-entry-id" not in text(response)
+
+
+def test_refusals_are_private_to_their_user_too(signed_in):
+    for response in (
+        signed_in.get(INBOX, {"before": "nope"}),
+        signed_in.get(INBOX, {"before": "nope"}, headers=HTMX),
+        signed_in.post(reverse("accounts:inbox_read_all"), {"through": "nope"}, headers=HTMX),
+    ):
+        assert response.status_code == 400
+        assert "private" in response["Cache-Control"]
+        assert "Cookie" in response["Vary"]
