@@ -20,7 +20,9 @@ from django.views.decorators.http import require_http_methods
 
 from accounts import preference_forms
 from accounts.forms import PasswordResetRequestForm, SignInForm, ThrottledPasswordChangeForm
+from accounts.push_views import SESSION_ENDPOINT
 from core import ratelimit
+from notifications import subscriptions
 
 
 class _RefusesWhenThrottled:
@@ -65,12 +67,26 @@ class PasswordResetConfirmView(auth.PasswordResetConfirmView):
     template_name = "accounts/password_reset_confirm.html"
     success_url = reverse_lazy("accounts:password_reset_complete")
 
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        # The new password ends every session; it ends every browser's pushes too, or a
+        # browser someone else subscribed while they had the account would keep them.
+        subscriptions.unsubscribe_all(form.user)
+        return response
+
 
 class PasswordChangeView(_RefusesWhenThrottled, auth.PasswordChangeView):
     extra_context = {"title": _("Change your password")}
     form_class = ThrottledPasswordChangeForm
     template_name = "accounts/password_change.html"
     success_url = reverse_lazy("accounts:password_change_done")
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        # Django keeps this session and ends the others: the same for push, this browser's
+        # subscription kept and the others' turned off.
+        subscriptions.unsubscribe_all(form.user, keep=self.request.session.get(SESSION_ENDPOINT))
+        return response
 
 
 def _told(view: type[auth.PasswordContextMixin], name: str, title):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import socket
 from urllib.parse import urlsplit
 
@@ -104,6 +105,19 @@ def unsubscribe(user, *, endpoint: str) -> bool:
         user=user, channel=WEBPUSH, address=endpoint, is_active=True
     ).delete()
     return deleted > 0
+
+
+def unsubscribe_all(user, *, keep: str | None = None) -> int:
+    """Turn off every one of user's subscriptions but the one at keep (the browser they are
+    using, when it has one); returns how many. A new password ends the other browsers' pushes
+    as it ends their sessions."""
+    rows = ChannelAddress.objects.filter(user=user, channel=WEBPUSH, is_active=True)
+    if keep:
+        # An endpoint that cannot be spelled canonically was never stored: nothing to keep.
+        with contextlib.suppress(netguard.Refused):
+            rows = rows.exclude(address=canonical_endpoint(keep))
+    _total, deleted = rows.delete()  # the total counts each address's keys too
+    return deleted.get(ChannelAddress._meta.label, 0)
 
 
 def owns(user, *, endpoint: str) -> bool:

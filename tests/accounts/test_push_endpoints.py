@@ -1,10 +1,14 @@
 import json
 
 import pytest
+from django.contrib.auth.tokens import default_token_generator
 from django.test import Client
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from accounts import push_views
 from notifications.models import WEBPUSH, ChannelAddress
+from tests.accounts.conftest import PASSWORD
 from tests.notifications.test_subscriptions import AUTH, browser_key
 
 pytestmark = pytest.mark.django_db
@@ -286,3 +290,39 @@ def test_signing_out_without_a_subscription_changes_nothing(ada):
     post(signed_in_browser(ada), SUBSCRIBE, subscription())
     browser.post("/account/sign-out/")
     assert ChannelAddress.objects.filter(user=ada, channel=WEBPUSH, is_active=True).count() == 1
+
+
+def active_endpoints(user) -> set[str]:
+    rows = ChannelAddress.objects.filter(user=user, channel=WEBPUSH, is_active=True)
+    return set(rows.values_list("address", flat=True))
+
+
+def test_a_new_password_keeps_this_browsers_push_and_ends_the_others(ada):
+    laptop, phone = signed_in_browser(ada), signed_in_browser(ada)
+    post(laptop, SUBSCRIBE, subscription())
+    post(phone, SUBSCRIBE, subscription(OTHER_ENDPOINT))
+    changed = laptop.post(
+        "/account/password/",
+        {
+            "old_password": PASSWORD,
+            "new_password1": "another-long-password-2",
+            "new_password2": "another-long-password-2",
+        },
+    )
+    assert changed["Location"] == "/account/password/changed/"
+    assert active_endpoints(ada) == {ENDPOINT}
+
+
+def test_a_password_set_by_reset_ends_every_browsers_push(ada):
+    post(signed_in_browser(ada), SUBSCRIBE, subscription())
+    post(signed_in_browser(ada), SUBSCRIBE, subscription(OTHER_ENDPOINT))
+    uid = urlsafe_base64_encode(force_bytes(ada.pk))
+    token = default_token_generator.make_token(ada)
+    browser = Client()
+    form_page = browser.get(f"/account/password-reset/{uid}/{token}/", follow=True)
+    new = "another-long-password-2"
+    done = browser.post(
+        form_page.redirect_chain[-1][0], {"new_password1": new, "new_password2": new}
+    )
+    assert done["Location"] == "/account/password-reset/done/"
+    assert active_endpoints(ada) == set()

@@ -344,9 +344,7 @@ def test_an_entry_in_the_inbox_outlives_its_deliveries_until_it_is_archived(db, 
         "UPDATE notifications.notifications SET inbox_at = now() WHERE id = ANY(%s)",
         [[kept, archived]],
     )
-    execute(
-        "UPDATE notifications.notifications SET archived_at = now() WHERE id = %s", [archived]
-    )
+    execute("UPDATE notifications.notifications SET archived_at = now() WHERE id = %s", [archived])
     ids = list(NotificationDelivery.objects.values_list("id", flat=True))
     set_status(ids, "sent")
     age(ids, days=100)

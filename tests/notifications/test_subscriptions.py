@@ -236,3 +236,15 @@ def test_a_name_server_that_does_not_answer_holds_a_subscribe_only_the_connect_t
     answered.set()
     assert time.monotonic() - started < 2
     assert not ChannelAddress.objects.exists()
+
+
+def test_unsubscribe_all_keeps_one_browser_and_counts_the_others(user):
+    kept = subscribe(user)
+    subscribe(user, endpoint="https://push.example/send/def")
+    subscribe(user, endpoint="https://push.example/send/ghi")
+    # Kept by any spelling of its endpoint.
+    assert subscriptions.unsubscribe_all(user, keep="HTTPS://Push.Example:443/send/abc") == 2
+    assert list(ChannelAddress.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert subscriptions.unsubscribe_all(user, keep="not a url") == 1
+    assert not ChannelAddress.objects.exists()
+    assert not PushSubscription.objects.exists()
