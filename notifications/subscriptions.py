@@ -4,7 +4,8 @@ What the browser sends is checked before it is stored, since the drain will late
 the endpoint and encrypt to the keys: the endpoint must be an https URL on a public host
 (netguard, so a hostile page cannot make the worker reach 10.0.0.5 or the cloud's metadata
 service), p256dh a point on P-256 and auth 16 bytes. An endpoint belongs to one browser, so
-when another user subscribes from it (a shared computer) it moves to them.
+when another user subscribes from it (a shared computer) it moves to them, if they send the
+keys the browser gave with it: knowing an endpoint's URL is not enough to take it.
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ def _store(user, *, endpoint: str, p256dh: str, auth: str, user_agent: str) -> C
         if address is None:
             address = ChannelAddress.objects.create(user=user, channel=WEBPUSH, address=endpoint)
         elif address.user_id != user.pk:
+            # The same browser hands back the same subscription, keys and all. An endpoint
+            # with other keys is someone who knows the URL, not the browser: it stays put.
+            held = PushSubscription.objects.filter(address=address).first()
+            if held is not None and (held.p256dh, held.auth) != (p256dh, auth):
+                raise ValidationError(
+                    _(
+                        "This push subscription belongs to another account. Turn push "
+                        "notifications off and on again in this browser."
+                    ),
+                    code="taken",
+                )
             address.user = user
             address.save(update_fields=["user"])
         PushSubscription.objects.update_or_create(

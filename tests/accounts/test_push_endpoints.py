@@ -31,12 +31,16 @@ def signed_in(client, ada):
     return client
 
 
-def subscription(endpoint=ENDPOINT) -> dict:
+# One browser's key: each endpoint comes with the keys its browser made for it.
+BROWSER_KEY = browser_key()
+
+
+def subscription(endpoint=ENDPOINT, key=BROWSER_KEY) -> dict:
     # The shape PushSubscription.toJSON() gives.
     return {
         "endpoint": endpoint,
         "expirationTime": None,
-        "keys": {"p256dh": browser_key(), "auth": AUTH},
+        "keys": {"p256dh": key, "auth": AUTH},
     }
 
 

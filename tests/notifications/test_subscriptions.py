@@ -77,11 +77,26 @@ def test_several_browsers_are_several_addresses(user):
 
 
 def test_the_same_endpoint_from_another_user_moves_to_them(user, other):
-    first = subscribe(user)
-    moved = subscribe(other)
+    # The browser hands the next person the subscription it holds: the same keys.
+    key = browser_key()
+    first = subscribe(user, p256dh=key)
+    moved = subscribe(other, p256dh=key)
     assert moved.pk == first.pk
     assert ChannelAddress.objects.get(pk=first.pk).user == other
     assert not ChannelAddress.objects.filter(user=user, channel=WEBPUSH).exists()
+
+
+@pytest.mark.parametrize("changed", ["p256dh", "auth"])
+def test_an_endpoint_posted_with_other_keys_stays_with_its_owner(user, other, changed):
+    key = browser_key()
+    first = subscribe(user, p256dh=key)
+    keys = {"p256dh": key, "auth": AUTH} | (
+        {"p256dh": browser_key()} if changed == "p256dh" else {"auth": b64url(bytes(16))}
+    )
+    with pytest.raises(ValidationError, match="belongs to another account"):
+        subscribe(other, **keys)
+    assert ChannelAddress.objects.get(pk=first.pk).user == user
+    assert PushSubscription.objects.get(address=first).p256dh == key
 
 
 def test_the_cap_refuses_one_more_browser_with_a_clear_message(user):
@@ -199,8 +214,9 @@ def test_an_overlong_user_agent_is_cut_to_the_column(user):
 
 
 def test_two_spellings_of_one_endpoint_are_one_browser_with_one_owner(user, other):
-    first = subscribe(user, endpoint="https://push.example/send/abc?x=1")
-    again = subscribe(other, endpoint="HTTPS://Push.Example:443/send/abc?x=1")
+    key = browser_key()
+    first = subscribe(user, endpoint="https://push.example/send/abc?x=1", p256dh=key)
+    again = subscribe(other, endpoint="HTTPS://Push.Example:443/send/abc?x=1", p256dh=key)
     assert again.pk == first.pk and again.address == "https://push.example/send/abc?x=1"
     assert list(ChannelAddress.objects.filter(is_active=True).values_list("user", flat=True)) == [
         other.pk
