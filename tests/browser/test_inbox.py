@@ -266,3 +266,31 @@ def test_a_hidden_page_stops_polling_and_asks_at_once_when_shown_again(site, chr
         assert csp_violations(page) == []
     finally:
         context.close()
+
+
+def test_more_than_a_page_arriving_while_hidden_shows_the_first_page_afresh(site, chromium, ada):
+    first = deliver(ada, "first")
+    context, page = tab(chromium)
+    try:
+        sign_in(page, site)
+        page.wait_for_load_state("networkidle")
+        page.evaluate(HIDE, True)
+        sent = [
+            send_notification(
+                user=ada, type="queue.demo", params={"label": f"n{i}"}, channels=["inapp"]
+            ).notification
+            for i in range(25)
+        ]
+        worker.drain_once()
+        newest = Notification.objects.filter(pk__in=[n.pk for n in sent]).latest("inbox_at", "id")
+        page.evaluate(HIDE, False)
+        page.wait_for_selector(f"li[data-entry-id]:first-child#entry-{newest.pk}", timeout=5000)
+        # Not 20 entries on top of the one shown, with 5 missing between: the first page, whose
+        # "Older" leads on, and "Mark all read" reaching only what is on it.
+        assert page.locator("li[data-entry-id]").count() == 20
+        assert page.locator(f"#entry-{first.pk}").count() == 0
+        assert page.locator("[data-inbox-more] a").count() == 1
+        assert page.input_value("[data-inbox-through]").endswith(newest.pk.hex)
+        assert csp_violations(page) == []
+    finally:
+        context.close()

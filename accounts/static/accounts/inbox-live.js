@@ -55,18 +55,29 @@ async function merge(list) {
   if (!response.ok) throw new Error(`entries: ${response.status}`);
   const html = await response.text();
   const parsed = new DOMParser().parseFromString(`<ol>${html}</ol>`, "text/html");
+  const page = parsed.querySelector("ol");
+  const entries = [...page.querySelectorAll("li[data-entry-id]")];
   const shown = newestShown(list);
-  const fresh = [...parsed.querySelectorAll("li[data-entry-id]")].filter(
-    (item) =>
-      !document.getElementById(item.id) && (shown === null || newer(item.dataset.cursor, shown)),
-  );
-  if (fresh.length === 0) return;
-  // Newest first, as the page lists them: insert in order before what was the first entry.
-  const anchor = list.firstElementChild;
-  for (const item of fresh) {
-    const adopted = document.importNode(item, true);
-    list.insertBefore(adopted, anchor);
-    if (window.htmx) window.htmx.process(adopted);
+  if (shown !== null && page.querySelector("[data-inbox-more]") &&
+      !entries.some((item) => document.getElementById(item.id))) {
+    // More arrived than a page holds (the tab was hidden a while): prepending this page would
+    // leave out those between it and what is shown, and "Mark all read" would mark them
+    // unseen. Show the first page afresh; its "Older" leads to the rest.
+    list.replaceChildren(...[...page.children].map((node) => document.importNode(node, true)));
+    if (window.htmx) window.htmx.process(list);
+  } else {
+    const fresh = entries.filter(
+      (item) =>
+        !document.getElementById(item.id) && (shown === null || newer(item.dataset.cursor, shown)),
+    );
+    if (fresh.length === 0) return;
+    // Newest first, as the page lists them: insert in order before what was the first entry.
+    const anchor = list.firstElementChild;
+    for (const item of fresh) {
+      const adopted = document.importNode(item, true);
+      list.insertBefore(adopted, anchor);
+      if (window.htmx) window.htmx.process(adopted);
+    }
   }
   // "Mark all read" now reaches the newest entry the reader is shown.
   const through = document.querySelector("[data-inbox-through]");
