@@ -10,10 +10,12 @@ indexed statement and no body."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -22,6 +24,7 @@ from django.utils.translation import get_language, gettext
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import condition, require_POST, require_safe
+from django_htmx.http import HttpResponseClientRedirect
 
 from notifications import inbox
 
@@ -137,9 +140,23 @@ def _back(request) -> str:
     return f"{url}?before={before}" if before else url
 
 
+def _signed_in(view):
+    """login_required, but an htmx request whose session ended is told to load the sign-in
+    page (HX-Redirect) instead of being answered with it, which htmx would swap into the
+    entry or the list."""
+
+    @functools.wraps(view)
+    def guarded(request, *args, **kwargs):
+        if request.htmx and not request.user.is_authenticated:
+            return HttpResponseClientRedirect(redirect_to_login(reverse("accounts:inbox")).url)
+        return login_required(view)(request, *args, **kwargs)
+
+    return guarded
+
+
 def _act(name: str):
     @require_POST
-    @login_required
+    @_signed_in
     def act(request, entry_id: uuid.UUID):
         if not ACTIONS[name](request.user, entry_id):
             raise Http404(gettext("You have no such notification."))
@@ -167,7 +184,7 @@ archive = _act("archive")
 
 
 @require_POST
-@login_required
+@_signed_in
 def mark_all_read(request):
     """Mark read every unread entry up to through, the newest the reader was shown: one that
     arrived after the page was drawn stays unread. Without through nothing is marked (the

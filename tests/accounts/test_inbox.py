@@ -85,6 +85,22 @@ def test_signed_out_the_inbox_asks_for_a_sign_in(client):
     assert "next=/account/inbox/" in response["Location"]
 
 
+def test_an_action_whose_session_ended_asks_for_a_sign_in_in_the_whole_window(client):
+    for url in (
+        reverse("accounts:inbox_read", args=[uuid.uuid4()]),
+        reverse("accounts:inbox_read_all"),
+    ):
+        # Without htmx: Django's redirect to the sign-in page.
+        plain = client.post(url)
+        assert plain.status_code == 302
+        assert plain["Location"].startswith(reverse("accounts:sign_in"))
+        # With htmx: told to load it (HX-Redirect), not handed it to swap into the entry.
+        told = client.post(url, headers=HTMX)
+        assert told.status_code == 200 and told.content == b""
+        assert told["HX-Redirect"].startswith(reverse("accounts:sign_in"))
+        assert "next=/account/inbox/" in told["HX-Redirect"]
+
+
 def test_the_url_names_resolve_under_each_language():
     assert reverse("accounts:inbox") == INBOX
     entry = uuid.uuid4()
