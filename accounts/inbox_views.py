@@ -77,13 +77,17 @@ ACTIONS = {"read": inbox.mark_read, "unread": inbox.mark_unread, "archive": inbo
 
 
 def _cursor(text: str | None) -> inbox.Cursor | None:
-    """The cursor in a query or form field; None when absent, BadCursor when malformed."""
-    if not text:
+    """The cursor in a query or form field; None when absent, BadCursor when malformed
+    (Cursor.parse takes only the at most 50 characters str() writes)."""
+    return inbox.Cursor.parse(text) if text else None
+
+
+def _posted_page(request) -> inbox.Cursor | None:
+    """The page a form was posted from (its before field), or the first when it names none."""
+    try:
+        return _cursor(request.POST.get("before"))
+    except inbox.BadCursor:
         return None
-    # Longer than any cursor str() writes: refused before it is read.
-    if len(text) > 64:
-        raise inbox.BadCursor("The page's position is not one this site wrote.")
-    return inbox.Cursor.parse(text)
 
 
 def _region(request, before: inbox.Cursor | None) -> dict:
@@ -133,10 +137,7 @@ def page(request):
 def _back(request) -> str:
     """The inbox page the form was posted from (its ?before= when that is a cursor)."""
     url = reverse("accounts:inbox")
-    try:
-        before = _cursor(request.POST.get("before"))
-    except inbox.BadCursor:
-        before = None
+    before = _posted_page(request)
     return f"{url}?before={before}" if before else url
 
 
@@ -200,9 +201,6 @@ def mark_all_read(request):
     if not request.htmx:
         messages.success(request, done)
         return redirect(_back(request))
-    try:
-        before = _cursor(request.POST.get("before"))
-    except inbox.BadCursor:
-        before = None
+    before = _posted_page(request)
     context = {**_region(request, before), "done": done, "badge_update": True}
     return render(request, f"{INBOX_TEMPLATE}#region", context)
