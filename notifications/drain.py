@@ -177,8 +177,7 @@ def drain(
         report=report,
     )
     for finished in sends:
-        if finished is not None:
-            writer.add_one(finished)
+        writer.add(finished)
         if writer.due():
             writer.flush()
     writer.flush()
@@ -202,13 +201,8 @@ class _Writer:
         self.error: DatabaseError | None = None
 
     def add(self, items: list[Finished]) -> None:
-        for item in items:
-            self.add_one(item)
-
-    def add_one(self, item: Finished) -> None:
-        self.buffer.append(item.outcome)
-        if item.deactivate_address or item.gone:
-            self.blocked.append(item)
+        self.buffer += [item.outcome for item in items]
+        self.blocked += [item for item in items if item.deactivate_address or item.gone]
 
     def due(self) -> bool:
         return time.monotonic() - self.last_flush >= FLUSH_EVERY
@@ -481,10 +475,11 @@ def _send_all(
     unsent: list[ClaimedDelivery],
     report: Report | None = None,
 ):
-    """Yield each Finished send as they finish, concurrency at a time on pool (or, with a
-    concurrency of 1, on this thread).
+    """Yield lists of Finished sends as they finish, concurrency at a time on pool (or, with a
+    concurrency of 1, on this thread): local sends (Channel.local) in one list, the others
+    one a list.
 
-    While sends are out and none finishes, yield None every FLUSH_EVERY, so the caller can
+    While sends are out and none finishes, yield [] every FLUSH_EVERY, so the caller can
     write what has finished without waiting for the slowest send of the batch. With a
     deadline (time.monotonic()), a send that could outlast it, its wait for a slot included,
     is not started: its delivery goes to unsent instead.
@@ -536,38 +531,35 @@ def _send_all(
     away = [item for item in ready if not item[1].local]
     if concurrency == 1 or len(away) <= 1:
         # No thread to hand over to: one send after the other, here.
-        results = (send(*item) for item in away + here)
+        groups = _on_this_thread(away, send, here=here)
     else:
-        results = _on_senders(pool, away, send, concurrency=concurrency, here=here)
-    for result in results:
+        groups = _on_senders(pool, away, send, concurrency=concurrency, here=here)
+    for group in groups:
         while not holds.empty():
             key, seconds = holds.get()
             try:
                 pacing.hold(key, seconds=seconds)
             except DatabaseError as exc:
                 logger.warning("could not hold %s for %g s: %s", key, seconds, exc)
-        if isinstance(result, _NotStarted):
-            unsent.append(result.delivery)
-        else:
-            yield result
+        finished = [result for result in group if type(result) is Finished]
+        if len(finished) < len(group):
+            unsent += [result.delivery for result in group if type(result) is _NotStarted]
+        yield finished
 
 
 def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None) -> list:
     """ready in the order to send it, each paced item with its slot (start, key); the items
     not granted a slot are handed back to the queue here, or go to unsent."""
+    # A channel's pace once a batch, not once a row: most rows of a batch share a channel.
+    paces = {channel.name: channel.pace() for channel in {item[1] for item in ready}}
+    if not any(paces.values()):
+        return ready  # most batches: nothing to reserve, every item unpaced and in order
     horizon = pacing.HORIZON
     if deadline is not None:
         horizon = min(horizon, max(deadline - time.monotonic(), 0.0))
-    # A channel's pace once a batch, not once a row: most rows of a batch share a channel.
-    paces: dict[str, object] = {}
-
-    def pace_of(item):
-        channel = item[1]
-        if channel.name not in paces:
-            paces[channel.name] = channel.pace()
-        return paces[channel.name]
-
-    timed, refused = pacing.schedule(ready, pace_of=pace_of, horizon=horizon)
+    timed, refused = pacing.schedule(
+        ready, pace_of=lambda item: paces[item[1].name], horizon=horizon
+    )
     for refusal in refused:
         deliveries = [item[0] for item in refusal.items]
         if refusal.delay is None:  # the database did not answer: drain() tries once more
@@ -598,9 +590,18 @@ def _paced(ready, *, deadline: float | None, unsent: list, report: Report | None
     return [item if key is None else (*item, start, key) for item, start, key in timed]
 
 
+def _on_this_thread(items: list, send, *, here: list):
+    """Yield [send(*item)] for every item, one after the other, then the local sends in here
+    together."""
+    for item in items:
+        yield [send(*item)]
+    yield [send(*item) for item in here]
+
+
 def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int, here: list):
-    """Yield send(*item) for every item as they finish, and None after each FLUSH_EVERY
-    without one; the items in here are sent on this thread while the senders work.
+    """Yield [send(*item)] for every item as they finish, and [] after each FLUSH_EVERY
+    without one; the items in here are sent on this thread while the senders work, and
+    yielded together.
 
     concurrency sender loops run on pool, each taking the next item from one shared queue, so
     a slow send holds up one sender and never a share of the batch. (A future per send would
@@ -621,16 +622,15 @@ def _on_senders(pool: ThreadPoolExecutor, items: list, send, *, concurrency: int
 
     for _ in range(min(concurrency, len(items))):
         pool.submit(sender)
-    for item in here:
-        yield send(*item)
+    yield [send(*item) for item in here]
     for _ in items:
         while True:
             try:
                 result = done.get(timeout=FLUSH_EVERY)
             except queue.Empty:
-                yield None
+                yield []
             else:
-                yield result
+                yield [result]
                 break
 
 
@@ -674,4 +674,4 @@ def _send_one(
         )
         return Finished(delivery, outcome)
     outcome = Outcome.sent(delivery, provider_message_id=result.provider_message_id)
-    return Finished(delivery, outcome, gone=result.gone)
+    return Finished(delivery, outcome, False, result.gone)

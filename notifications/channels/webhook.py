@@ -111,7 +111,7 @@ def payload(outgoing: Outgoing) -> dict:
     return {
         "type": outgoing.type,
         "key": outgoing.message_key,
-        "params": outgoing.params,
+        "params": dict(outgoing.params),
         "subject": outgoing.subject,
         "body": outgoing.body,
         "action_url": outgoing.action_url,
