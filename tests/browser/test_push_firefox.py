@@ -200,5 +200,10 @@ def test_a_push_from_the_drain_reaches_firefox_and_its_click_opens_the_page(
         what="the target page loaded",
     )
     assert page == {"lang": "de", "path": TARGET}
+    # The worker closed the notification it was clicked on.
     client.switch_to_window(centre)
-    assert client.execute_async_script(SHOWN, script_timeout=SECONDS * 1000) == []
+    firefox.wait_for(
+        lambda: client.execute_async_script(SHOWN, script_timeout=SECONDS * 1000) == [],
+        seconds=SECONDS,
+        what="the notification closed",
+    )
