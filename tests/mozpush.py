@@ -24,14 +24,18 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
 from tests.httppeers import HTTPPeer, Reply, Request
 from tests.pushpeer import b64url, b64url_decode, certificate, vapid_problems
+
+T = TypeVar("T")
 
 # Firefox's acks: delivered to the service worker, could not decrypt, not delivered.
 ACK_DELIVERED, ACK_DECRYPTION_ERROR, ACK_NOT_DELIVERED = 100, 101, 102
@@ -98,7 +102,8 @@ class MozPushService:
         self._endpoints = _Endpoints(self, folder)
         self.url = self._endpoints.url
         self.ca_file = self._endpoints.ca_file
-        # Firefox pings when idle; websockets' own keepalive pings are not needed on loopback.
+        # The connection lives as long as Firefox keeps it (it pings when idle): no keepalive
+        # of the server's own, which could close it while a busy machine delays a pong.
         self._server = serve(
             self._converse,
             "127.0.0.1",
@@ -116,7 +121,7 @@ class MozPushService:
         with self._changed:
             agents = list(self._agents.values())
         for agent in agents:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(OSError):
                 agent.connection.close()
         self._thread.join(timeout=5)
         self._endpoints.stop()
@@ -129,7 +134,7 @@ class MozPushService:
 
     # --- Waiting, for tests -------------------------------------------------------------
 
-    def wait_for(self, predicate, *, seconds: float, what: str):
+    def wait_for(self, predicate: Callable[[], T], *, seconds: float, what: str) -> T:
         """Wait until predicate() (called under the service's lock) returns something true,
         and return it; AssertionError naming what after seconds."""
         deadline = time.monotonic() + seconds
