@@ -18,7 +18,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# The edit-test loop: everything but the Chromium (browser) and gunicorn-behind-nginx (deploy) tests.
+# The edit-test loop: everything but the Chromium and Firefox (browser) and gunicorn-behind-nginx (deploy) tests.
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -m "not browser and not deploy" $(PYTEST_ARGS)
 
