@@ -92,30 +92,26 @@ FROM notifications.digest_choices WHERE user_id = %(user)s
 def of(user) -> Preferences:
     """The preferences of user (a saved user or a user id), in one statement."""
     user_id = getattr(user, "pk", user)
-    settings_row = None
+    # A recipient without a settings row keeps Preferences' defaults for these.
+    recipient = {}
     choices, digests = {}, {}
     with connection.cursor() as cursor:
         cursor.execute(_PREFERENCES_SQL, {"user": user_id})
         for row in cursor.fetchall():
             kind, zone, start, end, email, category, channel, enabled, hour, weekday = row
             if kind == "s":
-                settings_row = (zone, start, end, email)
+                recipient = {
+                    "time_zone": zone,
+                    "quiet_start": start,
+                    "quiet_end": end,
+                    "quiet_email": email,
+                }
             elif kind == "c":
                 choices[(category, channel)] = enabled
             elif category in CATEGORIES:
                 # channel holds the cadence here.
                 digests[category] = Digest(channel, hour, weekday)
-    if settings_row is None:
-        return Preferences(choices=choices, digests=digests)
-    zone, start, end, email = settings_row
-    return Preferences(
-        time_zone=zone,
-        quiet_start=start,
-        quiet_end=end,
-        quiet_email=email,
-        choices=choices,
-        digests=digests,
-    )
+    return Preferences(**recipient, choices=choices, digests=digests)
 
 
 def choosable_channels() -> list[str]:

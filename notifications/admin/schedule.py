@@ -18,7 +18,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.utils import formats, timezone
-from django.utils.translation import gettext, gettext_lazy, gettext_noop, ngettext
+from django.utils.translation import gettext, gettext_lazy, gettext_noop, ngettext, ngettext_lazy
 
 from notifications import outbox, wakeup
 from notifications.admin.lists import BoundedCountPaginator
@@ -29,7 +29,31 @@ from notifications.models import NotificationDelivery, ShownStatus, Status
 SENT_NOW = gettext_noop("Sent now (made due at once).")
 CANCELLED = gettext_noop("Cancelled (it will not be sent).")
 
-BOTH = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
+# What each action tells staff of the rows it changed, and of those it left because they were
+# no longer waiting (_numbered gives their values).
+SENT_NOW_DONE = ngettext_lazy(
+    "%(n)s delivery is due now; a drain loop sends it next.",
+    "%(n)s deliveries are due now; a drain loop sends them next.",
+    "count",
+)
+SENT_NOW_LEFT = ngettext_lazy(
+    "%(n)s delivery was not waiting for a later time (it was due already, being "
+    "sent or finished); nothing changed for it.",
+    "%(n)s deliveries were not waiting for a later time (they were due already, "
+    "being sent or finished); nothing changed for them.",
+    "count",
+)
+CANCELLED_DONE = ngettext_lazy(
+    "%(n)s delivery cancelled; it will not be sent.",
+    "%(n)s deliveries cancelled; they will not be sent.",
+    "count",
+)
+CANCELLED_LEFT = ngettext_lazy(
+    "%(n)s delivery was no longer waiting to be sent; nothing changed for it.",
+    "%(n)s deliveries were no longer waiting to be sent; nothing changed for them.",
+    "count",
+)
+
 # How many of the rows to be cancelled the confirmation names; the rest it counts.
 CONFIRM_SHOWN = 20
 # The most rows one Send now or Cancel takes: the admin's own bound on counting a list.
@@ -93,44 +117,36 @@ def send_now(delivery_ids: list[int]) -> set[int]:
     return done
 
 
+def schedule_action(*, description, description_plural):
+    """An action of ScheduleMixin's: for whoever may schedule, on the deliveries list and on a
+    delivery's own page alike."""
+    return admin.action(
+        permissions=["schedule"],
+        description=description,
+        description_plural=description_plural,
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+
+
 class ScheduleMixin:
     """The Send now and Cancel actions of a deliveries admin."""
 
     def has_schedule_permission(self, request) -> bool:
         return request.user.has_perm("notifications.change_notificationdelivery")
 
-    @admin.action(
-        permissions=["schedule"],
+    @schedule_action(
         description=gettext_lazy("Send this delivery now"),
         description_plural=gettext_lazy("Send the selected deliveries now"),
-        location=BOTH,
     )
     def send_now_selected(self, request, queryset):
         ids = self.selected_ids(request, queryset)
         done = send_now(ids)
         self.log_schedule(request, done, SENT_NOW)
-        if done:
-            said = ngettext(
-                "%(n)s delivery is due now; a drain loop sends it next.",
-                "%(n)s deliveries are due now; a drain loop sends them next.",
-                len(done),
-            )
-            self.message_user(request, said % {"n": _count(done)}, messages.SUCCESS)
-        if skipped := len(ids) - len(done):
-            said = ngettext(
-                "%(n)s delivery was not waiting for a later time (it was due already, being "
-                "sent or finished); nothing changed for it.",
-                "%(n)s deliveries were not waiting for a later time (they were due already, "
-                "being sent or finished); nothing changed for them.",
-                skipped,
-            )
-            self.message_user(request, said % {"n": _count(skipped)}, messages.WARNING)
+        self.tell_schedule(request, ids=ids, done=done, said=SENT_NOW_DONE, left=SENT_NOW_LEFT)
 
-    @admin.action(
-        permissions=["schedule"],
+    @schedule_action(
         description=gettext_lazy("Cancel this delivery…"),
         description_plural=gettext_lazy("Cancel the selected deliveries…"),
-        location=BOTH,
     )
     def cancel_selected(self, request, queryset):
         ids = self.selected_ids(request, queryset)
@@ -138,20 +154,7 @@ class ScheduleMixin:
             return self.confirm_cancel(request, ids)
         done = outbox.cancel(ids)
         self.log_schedule(request, done, CANCELLED)
-        if done:
-            said = ngettext(
-                "%(n)s delivery cancelled; it will not be sent.",
-                "%(n)s deliveries cancelled; they will not be sent.",
-                len(done),
-            )
-            self.message_user(request, said % {"n": _count(done)}, messages.SUCCESS)
-        if skipped := len(ids) - len(done):
-            said = ngettext(
-                "%(n)s delivery was no longer waiting to be sent; nothing changed for it.",
-                "%(n)s deliveries were no longer waiting to be sent; nothing changed for them.",
-                skipped,
-            )
-            self.message_user(request, said % {"n": _count(skipped)}, messages.WARNING)
+        self.tell_schedule(request, ids=ids, done=done, said=CANCELLED_DONE, left=CANCELLED_LEFT)
         return None
 
     def selected_ids(self, request, queryset) -> list[int]:
@@ -195,6 +198,14 @@ class ScheduleMixin:
             },
         )
 
+    def tell_schedule(self, request, *, ids: list[int], done: set[int], said, left) -> None:
+        """Say how many of ids an action changed (said), and how many it left alone because
+        they were no longer waiting (left), each only when there are any."""
+        if done:
+            self.message_user(request, said % _numbered(len(done)), messages.SUCCESS)
+        if unchanged := len(ids) - len(done):
+            self.message_user(request, left % _numbered(unchanged), messages.WARNING)
+
     def log_schedule(self, request, delivery_ids: Iterable[int], note: str) -> None:
         """One history entry per row changed, against the delivery itself (as log_retry)."""
         kind = ContentType.objects.get_for_model(NotificationDelivery)
@@ -210,6 +221,11 @@ class ScheduleMixin:
             )
             for delivery in changed
         )
+
+
+def _numbered(number: int) -> dict:
+    """The values of a sentence that counts rows: its plural by count, the number as n."""
+    return {"count": number, "n": _count(number)}
 
 
 def _count(value: int | Sized) -> str:

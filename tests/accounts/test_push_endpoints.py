@@ -8,7 +8,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts import push_views
 from notifications.models import WEBPUSH, ChannelAddress
-from tests.accounts.conftest import PASSWORD
+from tests.accounts.conftest import NEW_PASSWORD, change_password
 from tests.notifications.test_subscriptions import AUTH, browser_key
 
 pytestmark = pytest.mark.django_db
@@ -305,14 +305,7 @@ def test_a_new_password_keeps_this_browsers_push_and_ends_the_others(ada):
     laptop, phone = signed_in_browser(ada), signed_in_browser(ada)
     post(laptop, SUBSCRIBE, subscription())
     post(phone, SUBSCRIBE, subscription(OTHER_ENDPOINT))
-    changed = laptop.post(
-        "/account/password/",
-        {
-            "old_password": PASSWORD,
-            "new_password1": "another-long-password-2",
-            "new_password2": "another-long-password-2",
-        },
-    )
+    changed = change_password(laptop)
     assert changed["Location"] == "/account/password/changed/"
     assert active_endpoints(ada) == {ENDPOINT}
 
@@ -324,9 +317,9 @@ def test_a_password_set_by_reset_ends_every_browsers_push(ada):
     token = default_token_generator.make_token(ada)
     browser = Client()
     form_page = browser.get(f"/account/password-reset/{uid}/{token}/", follow=True)
-    new = "another-long-password-2"
     done = browser.post(
-        form_page.redirect_chain[-1][0], {"new_password1": new, "new_password2": new}
+        form_page.redirect_chain[-1][0],
+        {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
     )
     assert done["Location"] == "/account/password-reset/done/"
     assert active_endpoints(ada) == set()

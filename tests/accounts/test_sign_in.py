@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.signin import LOGIN_FAILURES_PER_CLIENT
-from tests.accounts.conftest import PASSWORD
+from tests.accounts.conftest import NEW_PASSWORD, PASSWORD, change_password
 
 pytestmark = pytest.mark.django_db
 
@@ -120,17 +120,10 @@ def test_a_page_that_needs_a_user_sends_a_visitor_to_the_sites_sign_in(client):
 
 def test_a_signed_in_user_changes_their_password(client, ada):
     client.force_login(ada)
-    response = client.post(
-        "/account/password/",
-        {
-            "old_password": PASSWORD,
-            "new_password1": "another-long-password-2",
-            "new_password2": "another-long-password-2",
-        },
-    )
+    response = change_password(client)
     assert response["Location"] == "/account/password/changed/"
     ada.refresh_from_db()
-    assert ada.check_password("another-long-password-2")
+    assert ada.check_password(NEW_PASSWORD)
 
 
 def test_the_offline_page_names_nobody_and_reads_no_session_so_the_worker_may_keep_it(client, ada):
@@ -145,18 +138,9 @@ def test_the_offline_page_names_nobody_and_reads_no_session_so_the_worker_may_ke
 
 def test_a_stolen_session_cannot_guess_the_old_password_without_limit(client, ada):
     client.force_login(ada)
-
-    def change(old: str):
-        new = "another-long-password-2"
-        return client.post(
-            "/account/password/",
-            {"old_password": old, "new_password1": new, "new_password2": new},
-            REMOTE_ADDR="192.0.2.10",
-        )
-
     for _ in range(LOGIN_FAILURES_PER_CLIENT):
-        assert change("wrong").status_code == 200
-    refused = change(PASSWORD)
+        assert change_password(client, old="wrong", REMOTE_ADDR="192.0.2.10").status_code == 200
+    refused = change_password(client, old=PASSWORD, REMOTE_ADDR="192.0.2.10")
     assert refused.status_code == 429
     assert 0 < int(refused["Retry-After"]) <= 15 * 60
     assert REFUSED[""] in refused.content.decode()

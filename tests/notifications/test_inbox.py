@@ -289,12 +289,16 @@ def test_mark_all_read_through_a_cursor_leaves_later_entries_unread(user):
     assert inbox.unread_count(user) == 0
 
 
+def act_twice(action, *, user, entry) -> None:
+    """Do action to entry a minute after T0 and again a minute later; it says yes both times."""
+    for minute in (1, 2):
+        with database_clock_at(T0 + timedelta(minutes=minute)):
+            assert action(user, entry.id)
+
+
 def test_mark_read_twice_keeps_the_first_moment(user):
     [entry] = delivered(user, 1)
-    with database_clock_at(T0 + timedelta(minutes=1)):
-        assert inbox.mark_read(user, entry.id)
-    with database_clock_at(T0 + timedelta(minutes=2)):
-        assert inbox.mark_read(user, entry.id)
+    act_twice(inbox.mark_read, user=user, entry=entry)
     entry.refresh_from_db()
     assert entry.read_at == T0 + timedelta(minutes=1)
     assert inbox.mark_unread(user, entry.id)
@@ -304,10 +308,7 @@ def test_mark_read_twice_keeps_the_first_moment(user):
 
 def test_archive_twice_is_archive_once(user):
     [entry] = delivered(user, 1)
-    with database_clock_at(T0 + timedelta(minutes=1)):
-        assert inbox.archive(user, entry.id)
-    with database_clock_at(T0 + timedelta(minutes=2)):
-        assert inbox.archive(user, entry.id)
+    act_twice(inbox.archive, user=user, entry=entry)
     entry.refresh_from_db()
     assert entry.archived_at == entry.read_at == T0 + timedelta(minutes=1)
     # Once out of the inbox, it cannot be marked.
