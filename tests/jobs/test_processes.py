@@ -17,6 +17,7 @@ from django.db import connection
 
 from jobs import runner
 from jobs.models import JobRun, Status, Trigger
+from tests.helpers import database_url
 from tests.jobs import sample
 
 BASE_DIR = Path(settings.BASE_DIR)
@@ -55,11 +56,8 @@ def poll(predicate, *, seconds: float = 30) -> bool:
 @pytest.fixture
 def spawn(transactional_db, tmp_path):
     """Start a process running the holding job against the test database."""
-    database = connection.settings_dict
-    url = (
-        f"postgres://{database['USER']}@{database['HOST'] or '127.0.0.1'}:"
-        f"{database['PORT'] or 5432}/{database['NAME']}"
-    )
+    # The embedded server listens on a socket folder, which helpers.database_url quotes.
+    url = database_url()
     release = tmp_path / "release"
     started = []
 
