@@ -59,7 +59,9 @@ class Policy:
 
     def with_changes(self, **changes) -> Policy:
         """This policy with the changes that are not None."""
-        return replace(self, **{name: v for name, v in changes.items() if v is not None})
+        changes = {name: v for name, v in changes.items() if v is not None}
+        # Most drains change nothing: no copy for them (replace() costs 10 µs a batch).
+        return replace(self, **changes) if changes else self
 
 
 # The Report fields only the metrics read (too long, or too fine, for a heartbeat or a log).
@@ -308,6 +310,10 @@ def _deactivate(blocked: list[Finished]) -> None:
             )
 
 
+# The address sources a send cannot go without.
+ADDRESSED = frozenset({AddressSource.EMAIL, AddressSource.CHANNEL_ADDRESS})
+
+
 def _prepare(
     claimed: list[ClaimedDelivery], *, max_attempts: int
 ) -> tuple[list[tuple[ClaimedDelivery, Channel, Outgoing]], list[Finished]]:
@@ -338,19 +344,17 @@ def _prepare(
         if channel is None:
             fail(delivery, "UNKNOWN_CHANNEL", f"No channel is configured as {delivery.channel!r}.")
             continue
-        secrets: tuple[str, ...] = ()
-        targets: tuple[Target, ...] = ()
+        address, secrets, targets = "", (), ()
         source = channel.address_source
         if source == AddressSource.EMAIL:
             address = emails.get(delivery.user_id, "")
         elif source == AddressSource.CHANNEL_ADDRESS:
-            found = addresses.get((delivery.user_id, delivery.channel), [])
-            address, secrets = found[0] if found else ("", ())
-            if channel.several_addresses:
-                targets = tuple(Target(a, s) for a, s in found)
-        else:
-            address = ""
-        if source in (AddressSource.EMAIL, AddressSource.CHANNEL_ADDRESS) and not address:
+            found = addresses.get((delivery.user_id, delivery.channel))
+            if found:
+                address, secrets = found[0]
+                if channel.several_addresses:
+                    targets = tuple(Target(a, s) for a, s in found)
+        if not address and source in ADDRESSED:
             fail(delivery, "NO_RECIPIENT", f"The user has no active {delivery.channel} address.")
             continue
         subject = body = ""
