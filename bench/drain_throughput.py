@@ -143,7 +143,7 @@ def worker(url: str, batch_size: int, ready, start, results, *, prepared: bool =
 
     from django.db import close_old_connections
 
-    from notifications import heartbeat
+    from notifications import channels, heartbeat
     from notifications.drain import Policy
     from notifications.worker import Worker
 
@@ -155,6 +155,10 @@ def worker(url: str, batch_size: int, ready, start, results, *, prepared: bool =
         interval=timedelta(seconds=settings.DELIVERY_INTERVAL_SECONDS),
         policy=Policy.from_settings().with_changes(batch_size=batch_size),
     )
+    # drain_outbox's start-up checks build every configured channel before its loop
+    # (notifications/checks.py); without them here, the first resting tick would, inside the
+    # clock: 13-15 ms of imports a process, over a microsecond a delivery at 10,000 rows.
+    channels.configured()
     clock = CPUClock.at_start(ready, start)
     drained = 0
     hurried = False
