@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
 from tests.httppeers import HTTPPeer, Reply, Request
-from tests.pushpeer import b64url, b64url_decode, certificate, vapid_problems
+from tests.pushpeer import b64url, b64url_decode, certificate, vapid_params, vapid_problems
 
 T = TypeVar("T")
 
@@ -277,8 +277,7 @@ class MozPushService:
 
 def _vapid_key(authorization: str) -> bytes | None:
     """The k= of an Authorization: vapid t=…, k=… header, as bytes; None when unreadable."""
-    _, _, rest = authorization.partition(" ")
-    params = dict(part.strip().split("=", 1) for part in rest.split(",") if "=" in part)
+    _, params = vapid_params(authorization)
     try:
         return b64url_decode(params["k"].rstrip("="))
     except (KeyError, ValueError):

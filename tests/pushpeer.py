@@ -94,12 +94,17 @@ def decrypt(body: bytes, *, private_key: ec.EllipticCurvePrivateKey, auth: bytes
     return padded[:-1]
 
 
+def vapid_params(authorization: str) -> tuple[str, dict[str, str]]:
+    """The scheme of an Authorization: vapid t=…, k=… header and its parameters by name."""
+    scheme, _, rest = authorization.partition(" ")
+    return scheme, dict(part.strip().split("=", 1) for part in rest.split(",") if "=" in part)
+
+
 def vapid_problems(authorization: str, *, origin: str, now: float) -> list[str]:
     """What is wrong with an Authorization: vapid t=…, k=… header (RFC 8292 §3)."""
-    scheme, _, rest = authorization.partition(" ")
+    scheme, params = vapid_params(authorization)
     if scheme.lower() != "vapid":
         return [f"scheme {scheme!r}"]
-    params = dict(part.strip().split("=", 1) for part in rest.split(",") if "=" in part)
     try:
         token, key = params["t"], params["k"]
         head, claims_text, signature = token.split(".")
