@@ -22,6 +22,7 @@ machine runs.
     make bench            # or: .venv/bin/python bench/drain_throughput.py
                           #     [--rows N] [--runs N] [--configs 1x25,2x100]
                           #     [--database v10r_bench] [--unprepared]
+                          #     [--messages demo|chosen]
 
 Runs in its own database (v10r_bench, or --database; dropped first) on the server DATABASE_URL
 names, or on the embedded one.
@@ -57,31 +58,66 @@ TARGETS = [
 ]
 
 
-def fill(url: str, rows: int) -> None:
+# What the rows carry. "demo": the showcase's message, whose category nobody chooses, so a
+# drain reads no recipient's choices for it. "chosen": the welcome message (category account),
+# for RECIPIENTS users who each have a settings row and a stored choice, so a drain reads their
+# choices again for every batch before it sends (the recipients' part of a real batch).
+MESSAGES = {
+    "demo": ("bench", "queue.demo", '{"label": "b"}'),
+    "chosen": ("welcome", "welcome", '{"name": "b"}'),
+}
+RECIPIENTS = 100
+
+
+def fill(url: str, rows: int, messages: str = "demo") -> None:
+    kind, key, params = MESSAGES[messages]
+    users = RECIPIENTS if messages == "chosen" else 1
     with psycopg.connect(url, autocommit=True) as db:
         db.execute(
             "TRUNCATE notifications.notification_deliveries, notifications.notifications CASCADE"
         )
-        user_id = db.execute(
+        db.execute(
             "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, "
-            "email, is_staff, is_active, date_joined) VALUES ('!', false, 'bench', '', '', "
-            "'bench@example.com', false, true, now()) "
-            "ON CONFLICT (username) DO UPDATE SET email = excluded.email RETURNING id"
-        ).fetchone()[0]
+            "email, is_staff, is_active, date_joined) "
+            "SELECT '!', false, 'bench' || n, '', '', 'bench' || n || '@example.com', false, "
+            "true, now() FROM generate_series(1, %s) AS n "
+            "ON CONFLICT (username) DO UPDATE SET email = excluded.email",
+            [users],
+        )
+        ids = [
+            row[0]
+            for row in db.execute(
+                "SELECT id FROM auth_user WHERE username = ANY(%s) ORDER BY id",
+                [[f"bench{n}" for n in range(1, users + 1)]],
+            )
+        ]
+        if messages == "chosen":
+            db.execute(
+                "INSERT INTO notifications.recipients (user_id, language, time_zone, quiet_email) "
+                "SELECT unnest(%s::bigint[]), 'de', 'Europe/Berlin', false "
+                "ON CONFLICT (user_id) DO NOTHING",
+                [ids],
+            )
+            db.execute(
+                "INSERT INTO notifications.channel_preferences (user_id, category, channel, "
+                "enabled) SELECT unnest(%s::bigint[]), 'account', 'webhook', true "
+                "ON CONFLICT DO NOTHING",
+                [ids],
+            )
         db.execute(
             """
             WITH n AS (
                 INSERT INTO notifications.notifications
                     (id, user_id, type, message_key, message_params, action_url)
-                SELECT gen_random_uuid(), %s, 'bench', 'queue.demo', '{"label": "b"}', ''
-                FROM generate_series(1, %s)
+                SELECT gen_random_uuid(), (%s::bigint[])[1 + n %% %s], %s, %s, %s::jsonb, ''
+                FROM generate_series(1, %s) AS n
                 RETURNING id
             )
             INSERT INTO notifications.notification_deliveries (notification_id, channel,
                                                                next_attempt_at)
             SELECT id, 'noop', now() - interval '1 minute' FROM n
             """,
-            [user_id, rows],
+            [ids, users, kind, key, params, rows],
         )
         db.execute("VACUUM ANALYZE notifications.notification_deliveries")
 
@@ -255,10 +291,12 @@ def unprepared_worker(url: str, batch_size: int, ready, start, results) -> None:
     plain_worker(url, batch_size, ready, start, results, prepare=False)
 
 
-def timed_run(url: str, target, *, processes: int, batch_size: int, rows: int) -> Measured:
+def timed_run(
+    url: str, target, *, processes: int, batch_size: int, rows: int, messages: str = "demo"
+) -> Measured:
     """Fill the queue, drain it with processes running target; return deliveries/s and the
     CPU time a delivery took."""
-    fill(url, rows)
+    fill(url, rows, messages)
     context = multiprocessing.get_context("spawn")
     ready = context.Semaphore(0)
     start = context.Event()
@@ -364,6 +402,13 @@ def main() -> None:
         help="also run the drain and the plain loop with no statement prepared, as through "
         "PgBouncer in transaction pooling",
     )
+    parser.add_argument(
+        "--messages",
+        choices=sorted(MESSAGES),
+        default="demo",
+        help="demo: a category nobody chooses (no choices read); chosen: a category 100 "
+        "recipients choose, whose choices a drain reads again for each batch",
+    )
     args = parser.parse_args()
     if args.rows < 1 or args.runs < 1:
         parser.error("--rows and --runs must be at least 1")
@@ -382,13 +427,18 @@ def main() -> None:
     # Interleave the configurations run by run, and within each the project and the plain
     # loop, taking turns at going first, so drift on this shared machine does not favour one.
     for run in range(args.runs):
-        fill(url, args.rows)
+        fill(url, args.rows, args.messages)
         baseline.append(baseline_run(url, updates=args.rows))
         for processes, batch in configs:
             order = list(sides.items())
             for side, target in order if run % 2 == 0 else reversed(order):
                 result = timed_run(
-                    url, target, processes=processes, batch_size=batch, rows=args.rows
+                    url,
+                    target,
+                    processes=processes,
+                    batch_size=batch,
+                    rows=args.rows,
+                    messages=args.messages,
                 )
                 measured[side][(processes, batch)].append(result)
         print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
@@ -410,7 +460,10 @@ def main() -> None:
 
     base = statistics.median(baseline)
     ratios = {c: paired("plain", c) for c in configs}
-    print(f"\nDrain throughput, {args.rows:,} deliveries, no-op channel, medians of {args.runs}")
+    print(
+        f"\nDrain throughput, {args.rows:,} deliveries ({args.messages} messages), no-op channel,"
+        f" medians of {args.runs}"
+    )
     print("(drain / plain: the median of each run's ratio, and their range)\n")
     print(
         "| configuration | drain_outbox loop /s | plain loop /s | drain / plain "

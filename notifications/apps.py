@@ -10,4 +10,14 @@ class NotificationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from notifications import checks  # noqa: F401 - registers the system checks
+        from django.db.models.signals import post_delete, post_save
+
+        from notifications import (
+            checks,  # noqa: F401 - registers the system checks
+            preferences,
+        )
+        from notifications.models import DigestChoice, Recipient
+
+        post_save.connect(preferences.recipient_saved, sender=Recipient, dispatch_uid="held")
+        post_save.connect(preferences.digest_saved, sender=DigestChoice, dispatch_uid="digest")
+        post_delete.connect(preferences.digest_dropped, sender=DigestChoice, dispatch_uid="digest")

@@ -183,8 +183,9 @@ WITH carrier AS (
     ON CONFLICT (id) DO NOTHING
 )
 INSERT INTO notifications.notification_deliveries
-    (notification_id, channel, lane, next_attempt_at, held_until)
-SELECT %(id)s, c.channel, %(lane)s, c.due, c.held_until
+    (notification_id, channel, lane, next_attempt_at, held_until, held_from)
+SELECT %(id)s, c.channel, %(lane)s, c.due, c.held_until,
+       CASE WHEN c.held_until IS NOT NULL THEN %(end)s::timestamptz END
 FROM jsonb_to_recordset(%(channels)s::jsonb)
     AS c(channel text, due timestamptz, held_until timestamptz)
 ON CONFLICT (notification_id, channel) DO NOTHING
@@ -281,6 +282,7 @@ def join(
                     "type": DIGEST,
                     "params": json.dumps(params),
                     "lane": lane,
+                    "end": current.end,
                     "channels": json.dumps(rows),
                 },
             )

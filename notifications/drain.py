@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import NamedTuple
 
@@ -29,9 +29,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
-from notifications import catalogue, channels, digests, outbox, pacing
+from notifications import catalogue, channels, digests, outbox, pacing, preferences, quiet
 from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, Target
-from notifications.models import OUTCOMES, ChannelAddress, DatabaseNow, Recipient, Status
+from notifications.models import OUTCOMES, ChannelAddress, DatabaseNow, SkipReason, Status
 from notifications.outbox import ClaimedDelivery, Outcome
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,8 @@ COUNTS = (
     "throttled",
     "fenced_off",
     "released",
+    "unwanted",
+    "held",
 )
 
 
@@ -93,6 +95,11 @@ class Report:
     # Claimed and handed back unsent, the send not counted: the time budget ran out, or a paced
     # channel had no slot for it soon enough (notifications/pacing.py).
     released: int = 0
+    # Written skipped when their turn came: the recipient no longer wants them on their
+    # channel (a choice changed after they were queued), or can no longer be reached there.
+    unwanted: int = 0
+    # Handed back until the recipient's quiet hours end (set or moved after they were queued).
+    held: int = 0
     skipped: bool = False  # another drain was running in this process
     # The batch came back full, or a capped lane took its cap, so more rows may be due: a loop
     # should not wait for its tick.
@@ -165,7 +172,9 @@ def drain(
     if len({d.lane for d in claimed}) > 1:
         claimed.sort(key=lambda d: outbox.rank(d.lane))
 
-    ready, immediate = _prepare(claimed, max_attempts=max_attempts)
+    ready, immediate, held = _prepare(claimed, max_attempts=max_attempts)
+    if held:
+        report.held += len(outbox.hold(held))
     writer = _Writer(report, unwritten)
     writer.add(immediate)
     unsent: list[ClaimedDelivery] = []
@@ -284,7 +293,7 @@ def _tally(report: Report, outcomes: list[Outcome], landed: set[int]) -> None:
     )
     report.fenced_off += len(outcomes) - kinds.total()
     for (status, throttled, channel), count in kinds.items():
-        name = str(OUTCOMES[status])
+        name = "unwanted" if status == Status.SKIPPED else str(OUTCOMES[status])
         if throttled and status != Status.DEAD:
             name = "throttled"
         setattr(report, name, getattr(report, name) + count)
@@ -313,31 +322,83 @@ def _deactivate(blocked: list[Finished]) -> None:
 # The address sources a send cannot go without.
 ADDRESSED = frozenset({AddressSource.EMAIL, AddressSource.CHANNEL_ADDRESS})
 
+# The messages whose category a recipient chooses (and quiet hours may hold): the rows whose
+# choices a drain reads again before it sends them. Not a required category (always sent,
+# never held), not one nobody chooses (the showcase's demo).
+_CHOSEN = frozenset(
+    key
+    for key, message in catalogue.MESSAGES.items()
+    if catalogue.CATEGORIES[message.category].choosable
+    and not catalogue.CATEGORIES[message.category].required
+)
+
+
+def _chosen_category(delivery: ClaimedDelivery) -> str | None:
+    """The category of delivery when its recipient chooses it; None when no choice of theirs
+    applies (a required category, the demo, a message no longer in the catalogue)."""
+    key = delivery.message_key
+    if key in _CHOSEN:
+        return catalogue.MESSAGES[key].category
+    if key == digests.DIGEST:
+        # A carrier gathers one category, named in its params (digests.CARRIER_SQL).
+        name = delivery.message_params.get("category")
+        category = catalogue.CATEGORIES.get(name)
+        if category is not None and category.choosable and not category.required:
+            return name
+    return None
+
+
+class _Batch(NamedTuple):
+    """What a batch's sends need from its recipients, read once for the whole batch."""
+
+    emails: dict[int, str]
+    # (user, channel) → the active addresses, newest first, with their secrets.
+    addresses: dict[tuple[int, str], list[tuple[str, tuple[str, ...]]]]
+    # (user, channel) pairs with an address switched off and none on (SkipReason.CHANNEL_OFF).
+    turned_off: set[tuple[int, str]]
+    preferences: dict[int, preferences.Preferences]
+
 
 def _prepare(
     claimed: list[ClaimedDelivery], *, max_attempts: int
-) -> tuple[list[tuple[ClaimedDelivery, Channel, Outgoing]], list[Finished]]:
-    """Render each claimed delivery for its channel, or fail it now when that is impossible.
+) -> tuple[list[tuple[ClaimedDelivery, Channel, Outgoing]], list[Finished], list]:
+    """Render each claimed delivery for its channel; skip it now when the recipient can no
+    longer be reached there or no longer wants it; hold it when their quiet hours do; fail
+    it when sending it is impossible.
 
-    Addresses and languages are read for the whole batch at once: a query per kind, not
-    per row. An unknown channel or a missing recipient fails that row, never the batch.
+    Return the sends, the outcomes already known, and the (delivery, until) pairs to hold.
+    The recipients' addresses, choices and languages are read for the whole batch at once, a
+    query per kind, not per row; and their quiet hours' ends in one more statement when a
+    row may be held. An unknown channel or a missing recipient fails that row, never the
+    batch.
     """
     by_name = {name: channels.get(name) for name in {d.channel for d in claimed}}
-    rendering = [
-        d for d in claimed if by_name[d.channel] is not None and by_name[d.channel].renders
-    ]
-    emails, addresses, languages, zones = _recipients(rendering, by_name)
-    # The digests' items, for every digest of the batch at once.
-    items = digests.items_of([d.id for d in rendering if d.message_key == digests.DIGEST])
+    chosen = {d.id: c for d in claimed if (c := _chosen_category(d)) is not None}
+    known = [d for d in claimed if by_name[d.channel] is not None]
+    batch = _recipients(known, by_name, chosen)
+    prefs = batch.preferences
+    held = _held(known, chosen, prefs)
+    # The digests' items, for every digest of the batch that renders.
+    items = digests.items_of(
+        [
+            d.id
+            for d in known
+            if by_name[d.channel].renders and d.message_key == digests.DIGEST and d.id not in held
+        ]
+    )
 
-    ready, immediate = [], []
+    ready, immediate, holding = [], [], []
     default_language = settings.LANGUAGE_CODE
+    no_preferences = preferences.Preferences()
 
     def fail(delivery: ClaimedDelivery, code: str, message: str) -> None:
         outcome = Outcome.failure(
             delivery, code=code, message=message, retryable=False, max_attempts=max_attempts
         )
         immediate.append(Finished(delivery, outcome))
+
+    def skip(delivery: ClaimedDelivery, reason: str) -> None:
+        immediate.append(Finished(delivery, Outcome.skip(delivery, reason=reason)))
 
     for delivery in claimed:
         channel = by_name[delivery.channel]
@@ -347,18 +408,32 @@ def _prepare(
         address, secrets, targets = "", (), ()
         source = channel.address_source
         if source == AddressSource.EMAIL:
-            address = emails.get(delivery.user_id, "")
+            address = batch.emails.get(delivery.user_id, "")
         elif source == AddressSource.CHANNEL_ADDRESS:
-            found = addresses.get((delivery.user_id, delivery.channel))
+            found = batch.addresses.get((delivery.user_id, delivery.channel))
             if found:
                 address, secrets = found[0]
                 if channel.several_addresses:
                     targets = tuple(Target(a, s) for a, s in found)
         if not address and source in ADDRESSED:
-            fail(delivery, "NO_RECIPIENT", f"The user has no active {delivery.channel} address.")
+            # Gone since it was queued (removed, or switched off by a provider or staff).
+            if (delivery.user_id, delivery.channel) in batch.turned_off:
+                skip(delivery, SkipReason.CHANNEL_OFF)
+            else:
+                skip(delivery, SkipReason.NO_ADDRESS)
             continue
+        recipient = prefs.get(delivery.user_id, no_preferences)
+        category = chosen.get(delivery.id)
+        if category is not None:
+            if not recipient.enabled(category, delivery.channel):
+                skip(delivery, SkipReason.OPTED_OUT)
+                continue
+            until = held.get(delivery.id)
+            if until is not None:
+                holding.append((delivery, until))
+                continue
         subject = body = ""
-        language = languages.get(delivery.user_id, default_language)
+        language = recipient.language or default_language
         key = delivery.message_key
         params = delivery.message_params
         if channel.renders and key == digests.DIGEST:
@@ -367,10 +442,7 @@ def _prepare(
                 fail(delivery, "EMPTY_DIGEST", "The digest has no notifications left to send.")
                 continue
             digest = digests.render(
-                params=params,
-                items=gathered,
-                language=language,
-                time_zone=zones.get(delivery.user_id, "UTC"),
+                params=params, items=gathered, language=language, time_zone=recipient.time_zone
             )
             subject, body, params = digest.subject, digest.body, digest.params
         elif channel.renders:
@@ -399,39 +471,70 @@ def _prepare(
             targets=targets,
         )
         ready.append((delivery, channel, outgoing))
-    return ready, immediate
+    return ready, immediate, holding
 
 
-def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | None]):
-    if not rendering:
-        return {}, {}, {}, {}
-    users = {d.user_id for d in rendering}
-    email_users = {
-        d.user_id for d in rendering if by_name[d.channel].address_source == AddressSource.EMAIL
+def _held(
+    known: list[ClaimedDelivery],
+    chosen: dict[int, str],
+    prefs: dict[int, preferences.Preferences],
+) -> dict[int, datetime]:
+    """The rows of known that their recipient's quiet hours hold now, with when the window
+    ends: one statement for the batch, and none when no recipient of it has quiet hours on
+    a row's channel."""
+    asked: dict[quiet.Window, list[int]] = {}
+    for delivery in known:
+        if delivery.id not in chosen:
+            continue
+        recipient = prefs.get(delivery.user_id)
+        if recipient is not None and recipient.holds(delivery.channel):
+            asked.setdefault(recipient.quiet, []).append(delivery.id)
+    if not asked:
+        return {}
+    windows = list(asked)
+    ends = quiet.held_until_each([(window, None) for window in windows])
+    return {
+        delivery_id: until
+        for window, until in zip(windows, ends, strict=True)
+        if until is not None
+        for delivery_id in asked[window]
     }
-    address_keys = {
-        (d.user_id, d.channel)
-        for d in rendering
-        if by_name[d.channel].address_source == AddressSource.CHANNEL_ADDRESS
-    }
+
+
+def _recipients(
+    known: list[ClaimedDelivery], by_name: dict[str, Channel | None], chosen: dict[int, str]
+) -> _Batch:
+    """The addresses, choices and languages of the rows' recipients: a query for each kind
+    the batch needs (a batch on a channel that needs no address, of a category nobody
+    chooses, asks none)."""
+    email_users, address_keys, users = set(), set(), set()
+    for d in known:
+        channel = by_name[d.channel]
+        source = channel.address_source
+        if source == AddressSource.EMAIL:
+            email_users.add(d.user_id)
+        elif source == AddressSource.CHANNEL_ADDRESS:
+            address_keys.add((d.user_id, d.channel))
+        if channel.renders or d.id in chosen:
+            users.add(d.user_id)
     emails = {}
     if email_users:
         emails = dict(
             get_user_model().objects.filter(pk__in=email_users).values_list("pk", "email")
         )
-    addresses = {}
+    addresses, turned_off = {}, set()
     if address_keys:
         rows = (
             ChannelAddress.objects.filter(
                 user_id__in={u for u, _ in address_keys},
                 channel__in={c for _, c in address_keys},
-                is_active=True,
             )
             .order_by("-id")
             .values_list(
                 "user_id",
                 "channel",
                 "address",
+                "is_active",
                 "webhook_secret__secret",
                 "webhook_secret__previous_secret",
                 "push_subscription__p256dh",
@@ -441,14 +544,13 @@ def _recipients(rendering: list[ClaimedDelivery], by_name: dict[str, Channel | N
         # Newest first, a list per (user, channel): one address for most channels (one may be
         # active), every device's subscription for web push. The secrets are a webhook's
         # signing secrets or a subscription's keys; an address has one kind or none.
-        for u, c, a, *keys in rows:
-            addresses.setdefault((u, c), []).append((a, tuple(x for x in keys if x)))
-    languages, zones = {}, {}
-    for user_id, language, zone in Recipient.objects.filter(user_id__in=users).values_list(
-        "user_id", "language", "time_zone"
-    ):
-        languages[user_id], zones[user_id] = language, zone
-    return emails, addresses, languages, zones
+        for u, c, a, active, *keys in rows:
+            if active:
+                addresses.setdefault((u, c), []).append((a, tuple(x for x in keys if x)))
+            else:
+                turned_off.add((u, c))
+        turned_off.difference_update(addresses)
+    return _Batch(emails, addresses, turned_off, preferences.of_each(users))
 
 
 class Finished(NamedTuple):

@@ -273,7 +273,12 @@ def _write(
     if when is not None:
         # The database's clock decides: a send_at it has passed is due at once.
         due["next_attempt_at"] = Greatest(DatabaseNow(), Value(when))
-    held = {"next_attempt_at": decisions.held_until, "held_until": decisions.held_until}
+    held = {
+        "next_attempt_at": decisions.held_until,
+        "held_until": decisions.held_until,
+        # When it would have gone without quiet hours: where it goes back to if they change.
+        "held_from": due.get("next_attempt_at", DatabaseNow()),
+    }
     rows = []
     for name, reason in decisions.reasons.items():
         if name in digested:

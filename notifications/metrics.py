@@ -267,7 +267,8 @@ def _counters(totals) -> Iterable:
     sends = CounterMetricFamily(
         "v10r_outbox_sends",
         "Sends finished by drain processes, per channel and outcome "
-        "(retrying: failed, will be tried again).",
+        "(retrying: failed, will be tried again; unwanted: skipped when its turn came, as "
+        "the recipient's choices no longer wanted it).",
         labels=["channel", "outcome"],
     )
     for label, value in sorted(by_name.get("sends", {}).items()):

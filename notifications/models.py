@@ -284,6 +284,10 @@ class NotificationDelivery(models.Model):
     # When the recipient's quiet hours held the row back at enqueue, until when (the end of
     # the window; next_attempt_at was set to it). Null: no quiet hours were in the way.
     held_until = models.DateTimeField(_("held by quiet hours until"), null=True, blank=True)
+    # When a held row was due before quiet hours held it (its send_at, its digest window's
+    # end, or the moment a drain found it inside the window): where it goes back to when the
+    # recipient clears or moves their quiet hours (outbox.release_held).
+    held_from = models.DateTimeField(_("due before quiet hours held it"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
 
     objects = DeliveryQuerySet.as_manager()

@@ -8,6 +8,9 @@ states.
                            |----throttled (a 429)--------> pending, the send not counted;
                            |                                 dead after DELIVERY_MAX_THROTTLES
                            |----not sent in time (release)--> pending, the send not counted
+                           |----quiet hours hold it now (hold)--> pending until they end,
+                           |                                 the send not counted
+                           |----the recipient no longer wants it--> skipped (terminal)
                            '----lease expired (reaper)--> pending, or dead when spent
     pending --cancel--> cancelled (terminal; only a row no drain holds; a digest's carrier
                                    also when cancelling took out every notification it had)
@@ -25,7 +28,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -33,7 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
-from notifications import backoff, lanes
+from notifications import backoff, digests, lanes
 from notifications.lanes import Lane
 from notifications.models import DEFAULT_LANE, DUE_SQL, Status
 
@@ -79,6 +82,9 @@ class Outcome(NamedTuple):
     # The provider said "too many requests": the send is given back to the budget
     # (attempt_base moves up with attempts) and counted in throttles instead.
     throttled: bool = False
+    # Why the row is skipped instead of sent (a SkipReason), with status skipped: the
+    # recipient's choices, read again when its turn came, no longer want it.
+    skip_reason: str = ""
 
     @classmethod
     def for_claim(cls, delivery: ClaimedDelivery, status: str, **fields) -> Outcome:
@@ -99,6 +105,17 @@ class Outcome(NamedTuple):
             "",
             "",
             delivery.channel,
+        )
+
+    @classmethod
+    def skip(cls, delivery: ClaimedDelivery, *, reason: str) -> Outcome:
+        """Not sent, and never to be: the recipient no longer wants it on this channel, or
+        can no longer be reached there (reason, a SkipReason)."""
+        return cls.for_claim(
+            delivery,
+            Status.SKIPPED,
+            error_message=SKIPPED_AT_CLAIM,
+            skip_reason=str(reason),
         )
 
     @classmethod
@@ -164,6 +181,8 @@ class Outcome(NamedTuple):
             throttled=True,
         )
 
+
+SKIPPED_AT_CLAIM = "Not sent: when its turn came, the recipient's choices no longer wanted it."
 
 # How long a throttled row waits when the provider did not say (no Retry-After).
 THROTTLE_DELAY = timedelta(seconds=30)
@@ -330,7 +349,8 @@ SET status = o.status,
     error_code = o.error_code,
     error_message = o.error_message,
     attempt_base = CASE WHEN o.throttled THEN d.attempt_base + 1 ELSE d.attempt_base END,
-    throttles = CASE WHEN o.throttled THEN d.throttles + 1 ELSE d.throttles END
+    throttles = CASE WHEN o.throttled THEN d.throttles + 1 ELSE d.throttles END,
+    skip_reason = coalesce(o.skip_reason, '')
 FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
     id bigint,
     attempts integer,
@@ -339,7 +359,8 @@ FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
     provider_message_id text,
     error_code text,
     error_message text,
-    throttled boolean
+    throttled boolean,
+    skip_reason text
 )
 WHERE d.id = o.id
   AND d.attempts = o.attempts
@@ -377,6 +398,8 @@ def outcomes_json(outcomes: Sequence[Outcome]) -> str:
                 "error_code": _storable(o.error_code) if o.error_code else "",
                 "error_message": _storable(o.error_message) if o.error_message else "",
                 "throttled": o.throttled,
+                # Left out when empty (most rows): the statement reads a missing one as ''.
+                **({"skip_reason": o.skip_reason} if o.skip_reason else {}),
             }
             for o in outcomes
         ]
@@ -425,6 +448,103 @@ def release(deliveries: Sequence[ClaimedDelivery], *, delay: float | timedelta =
     }
     with connection.cursor() as cursor:
         cursor.execute(RELEASE_SQL, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+# A claimed row the recipient's quiet hours hold now (they were set, or moved, after it was
+# queued): back to the queue until the window ends, the claim not counted, as RELEASE_SQL
+# does. held_from keeps when it was due (now, or the earlier time a previous hold kept), for
+# RELEASE_HELD_SQL to go back to. Fenced like any other write.
+HOLD_SQL = """
+UPDATE notifications.notification_deliveries AS d
+SET status = 'pending',
+    next_attempt_at = h.until,
+    held_until = h.until,
+    held_from = least(coalesce(d.held_from, now()), now()),
+    attempt_base = d.attempt_base + 1
+FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[], %(until)s::timestamptz[])
+    AS h(id, attempts, until)
+WHERE d.id = h.id
+  AND d.attempts = h.attempts
+  AND d.status = 'processing'
+RETURNING d.id
+""".strip()
+
+
+def hold(held: Sequence[tuple[ClaimedDelivery, datetime]]) -> set[int]:
+    """Return claimed deliveries to the queue until the end of the quiet window that holds
+    each, (delivery, until) pairs, the claim not counted; return the ids that went back."""
+    if not held:
+        return set()
+    params = {
+        "ids": [d.id for d, _ in held],
+        "attempts": [d.attempts for d, _ in held],
+        "until": [until for _, until in held],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(HOLD_SQL, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+# A recipient changed or cleared their quiet hours: every row of theirs that quiet hours hold
+# and no drain has claimed is due again when it was due before the hold (held_from; now, if
+# that has passed). A row the new window holds is held again by the claim that takes it
+# (drain.py), so this never has to compute the new window itself. The claim index's
+# condition (pending) and the notification's user narrow it to one recipient's rows.
+RELEASE_HELD_SQL = """
+UPDATE notifications.notification_deliveries AS d
+SET next_attempt_at = greatest(coalesce(d.held_from, now()), now()),
+    held_until = NULL,
+    held_from = NULL
+FROM notifications.notifications AS n
+WHERE n.id = d.notification_id
+  AND n.user_id = %(user_id)s
+  AND d.status = 'pending'
+  AND d.held_until IS NOT NULL
+RETURNING d.id
+""".strip()
+
+
+def release_held(*, user_id: int) -> set[int]:
+    """Make user_id's rows that quiet hours hold due again as if never held (run when they
+    change their quiet hours); return the ids released."""
+    with connection.cursor() as cursor:
+        cursor.execute(RELEASE_HELD_SQL, {"user_id": user_id})
+        return {row[0] for row in cursor.fetchall()}
+
+
+# A recipient changed or dropped their digest of a category: its open carriers (pending, never
+# claimed, so still gathering) are due no later than %(due)s, the new choice's window end, or
+# now for "as it happens". Quiet hours still hold one at its claim. A carrier's category is in
+# its notification's params (digests.CARRIER_SQL); throttle windows are the site's, not the
+# recipient's choice, and keep their time.
+HASTEN_CARRIERS_SQL = """
+UPDATE notifications.notification_deliveries AS d
+SET next_attempt_at = least(d.next_attempt_at, greatest(%(due)s::timestamptz, now()))
+FROM notifications.notifications AS n
+WHERE n.id = d.notification_id
+  AND n.user_id = %(user_id)s
+  AND n.type = %(digest)s
+  AND n.message_params ->> 'kind' = %(kind)s
+  AND n.message_params ->> 'category' = %(category)s
+  AND d.status = 'pending'
+  AND d.attempts = 0
+RETURNING d.id
+""".strip()
+
+
+def hasten_carriers(*, user_id: int, category: str, due: datetime | None) -> set[int]:
+    """Make user_id's open digest carriers of category due by due (None: now); return their
+    ids."""
+    params = {
+        "user_id": user_id,
+        "category": category,
+        "due": due,
+        "digest": digests.DIGEST,
+        "kind": digests.DIGEST_KIND,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(HASTEN_CARRIERS_SQL, params)
         return {row[0] for row in cursor.fetchall()}
 
 

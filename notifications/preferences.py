@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import time
 
@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
-from notifications import channels
+from notifications import channels, digests, outbox, quiet
 from notifications.catalogue import CATEGORIES
 from notifications.channels.base import AddressSource
 from notifications.digests import Digest
@@ -54,6 +54,16 @@ class Preferences:
     choices: Mapping[tuple[str, str], bool] = field(default_factory=dict)
     # The categories taken as a digest, and how (DigestChoice); the rest come as they happen.
     digests: Mapping[str, Digest] = field(default_factory=dict)
+    # The language their notifications are written in; None: they have no settings row, and
+    # get the site's.
+    language: str | None = None
+
+    @property
+    def quiet(self) -> quiet.Window | None:
+        """Their quiet hours, when they have any."""
+        if self.quiet_start is None or self.quiet_end is None:
+            return None
+        return quiet.Window(self.time_zone, self.quiet_start, self.quiet_end)
 
     def enabled(self, category: str, channel: str) -> bool:
         """Whether category reaches this recipient on channel."""
@@ -74,44 +84,60 @@ class Preferences:
         return channel in INTERRUPTING or (channel == "email" and self.quiet_email)
 
 
-# A recipient's settings row (kind 's'), their stored choices ('c') and their digests ('d'),
-# in one statement: enqueue reads them for every notification.
+# Recipients' settings rows (kind 's'), their stored choices ('c') and their digests ('d'), in
+# one statement: enqueue reads them for every notification, a drain for every batch.
 _PREFERENCES_SQL = """
-SELECT 's', time_zone, quiet_start, quiet_end, quiet_email, NULL, NULL, NULL, NULL::smallint,
-       NULL::smallint
-FROM notifications.recipients WHERE user_id = %(user)s
+SELECT 's', user_id, time_zone, quiet_start, quiet_end, quiet_email, language, NULL, NULL,
+       NULL::smallint, NULL::smallint
+FROM notifications.recipients WHERE user_id = ANY(%(users)s::bigint[])
 UNION ALL
-SELECT 'c', NULL, NULL, NULL, NULL, category, channel, enabled, NULL, NULL
-FROM notifications.channel_preferences WHERE user_id = %(user)s
+SELECT 'c', user_id, NULL, NULL, NULL, NULL, category, channel, enabled, NULL, NULL
+FROM notifications.channel_preferences WHERE user_id = ANY(%(users)s::bigint[])
 UNION ALL
-SELECT 'd', NULL, NULL, NULL, NULL, category, cadence, NULL, hour, weekday
-FROM notifications.digest_choices WHERE user_id = %(user)s
+SELECT 'd', user_id, NULL, NULL, NULL, NULL, category, cadence, NULL, hour, weekday
+FROM notifications.digest_choices WHERE user_id = ANY(%(users)s::bigint[])
 """.strip()
 
 
 def of(user) -> Preferences:
     """The preferences of user (a saved user or a user id), in one statement."""
     user_id = getattr(user, "pk", user)
+    return of_each([user_id])[user_id]
+
+
+def of_each(user_ids: Iterable[int]) -> dict[int, Preferences]:
+    """The preferences of each of user_ids, in one statement (a drain's batch reads them so)."""
+    ids = list(dict.fromkeys(user_ids))
     # A recipient without a settings row keeps Preferences' defaults for these.
-    recipient = {}
-    choices, digests = {}, {}
-    with connection.cursor() as cursor:
-        cursor.execute(_PREFERENCES_SQL, {"user": user_id})
-        for row in cursor.fetchall():
-            kind, zone, start, end, email, category, channel, enabled, hour, weekday = row
-            if kind == "s":
-                recipient = {
-                    "time_zone": zone,
-                    "quiet_start": start,
-                    "quiet_end": end,
-                    "quiet_email": email,
-                }
-            elif kind == "c":
-                choices[(category, channel)] = enabled
-            elif category in CATEGORIES:
-                # channel holds the cadence here.
-                digests[category] = Digest(channel, hour, weekday)
-    return Preferences(**recipient, choices=choices, digests=digests)
+    recipients: dict[int, dict] = {}
+    choices: dict[int, dict] = {user_id: {} for user_id in ids}
+    digests: dict[int, dict] = {user_id: {} for user_id in ids}
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(_PREFERENCES_SQL, {"users": ids})
+            rows = cursor.fetchall()
+    else:
+        rows = []
+    for kind, user_id, zone, start, end, email, name, channel, enabled, hour, weekday in rows:
+        if kind == "s":
+            recipients[user_id] = {
+                "time_zone": zone,
+                "quiet_start": start,
+                "quiet_end": end,
+                "quiet_email": email,
+                "language": name,
+            }
+        elif kind == "c":
+            choices[user_id][(name, channel)] = enabled
+        elif name in CATEGORIES:
+            # name is the category and channel the cadence here.
+            digests[user_id][name] = Digest(channel, hour, weekday)
+    return {
+        user_id: Preferences(
+            **recipients.get(user_id, {}), choices=choices[user_id], digests=digests[user_id]
+        )
+        for user_id in ids
+    }
 
 
 def choosable_channels() -> list[str]:
@@ -290,3 +316,29 @@ def validate_time_zone(name: str) -> str:
             _("The database does not know the time zone %(name)s.") % {"name": name}
         )
     return name
+
+
+# What a recipient changes applies to what is already queued, whoever saves it (the centre,
+# the admin, an unsubscribe link): the receivers below put back what a change may no longer
+# hold, and each drain reads the choices again when it claims a row (notifications/drain.py),
+# where it skips what is no longer wanted and holds what quiet hours now hold. They run in the
+# saving transaction, so the change and its effect on the queue commit together.
+
+
+def recipient_saved(sender, instance, **kwargs) -> None:
+    """Quiet hours (or the zone they are read in) may have changed: release every row they
+    hold, for the claim to hold again under the new ones."""
+    outbox.release_held(user_id=instance.user_id)
+
+
+def digest_saved(sender, instance, **kwargs) -> None:
+    """A digest chosen anew: what its open window gathered is sent by the new window's end,
+    if that comes sooner."""
+    digest = Digest(instance.cadence, instance.hour, instance.weekday)
+    end = digests.window(digest, time_zone=of(instance.user_id).time_zone).end
+    outbox.hasten_carriers(user_id=instance.user_id, category=instance.category, due=end)
+
+
+def digest_dropped(sender, instance, **kwargs) -> None:
+    """The category comes as it happens again: what its open window gathered is sent now."""
+    outbox.hasten_carriers(user_id=instance.user_id, category=instance.category, due=None)

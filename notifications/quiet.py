@@ -14,37 +14,49 @@ delivery waits a little longer, never shorter.
 
 from __future__ import annotations
 
+import json
 import logging
 import zoneinfo
+from collections.abc import Sequence
 from datetime import datetime, time
+from typing import NamedTuple
 
 from django.db import connection
 
 log = logging.getLogger(__name__)
 
-# $1 the zone, $2 the window's start, $3 its end, $4 when the delivery is due (null: now).
-# A due time already past means now, as for send_at.
+# One row per window asked about: the zone, the window's start and end, and when the delivery
+# is due (null: now). A due time already past means now, as for send_at. One statement for a
+# drain's whole batch (every recipient whose quiet hours may hold one of its rows).
 HELD_UNTIL_SQL = """
 WITH due AS (
-    SELECT (GREATEST(now(), COALESCE(%(due)s::timestamptz, now())) AT TIME ZONE %(zone)s)
-        AS local
+    SELECT w.ord, w.zone, w.start, w."end",
+           (GREATEST(now(), COALESCE(w.due, now())) AT TIME ZONE w.zone) AS local
+    FROM jsonb_to_recordset(%(windows)s::jsonb)
+        AS w(ord integer, zone text, start time, "end" time, due timestamptz)
 )
-SELECT CASE
-    WHEN %(start)s::time < %(end)s::time THEN
+SELECT ord, CASE
+    WHEN start < "end" THEN
         -- A window inside one day (13:00–15:00): it ends the same day.
-        CASE WHEN local::time >= %(start)s::time AND local::time < %(end)s::time
-            THEN (local::date + %(end)s::time) AT TIME ZONE %(zone)s END
+        CASE WHEN local::time >= start AND local::time < "end"
+            THEN (local::date + "end") AT TIME ZONE zone END
     ELSE
         -- A window across midnight (22:00–07:00): before midnight it ends tomorrow.
         CASE
-            WHEN local::time >= %(start)s::time
-                THEN (local::date + 1 + %(end)s::time) AT TIME ZONE %(zone)s
-            WHEN local::time < %(end)s::time
-                THEN (local::date + %(end)s::time) AT TIME ZONE %(zone)s
+            WHEN local::time >= start THEN (local::date + 1 + "end") AT TIME ZONE zone
+            WHEN local::time < "end" THEN (local::date + "end") AT TIME ZONE zone
         END
 END
 FROM due
 """
+
+
+class Window(NamedTuple):
+    """A recipient's quiet hours: wall-clock start and end in time_zone (an IANA name)."""
+
+    time_zone: str
+    start: time
+    end: time
 
 
 def held_until(*, time_zone: str, start: time, end: time, due: datetime | None) -> datetime | None:
@@ -55,16 +67,43 @@ def held_until(*, time_zone: str, start: time, end: time, due: datetime | None) 
     neither Python nor the database knows cannot have been saved through the preference
     centre or the admin; if one is stored anyway, the window is read in UTC and logged.
     """
-    if start == end:
-        raise ValueError("A quiet window needs different start and end times.")
     if due is not None and due.utcoffset() is None:
         raise ValueError("due must be an aware datetime.")
-    try:
-        zoneinfo.ZoneInfo(time_zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        log.warning("Unknown time zone %r in a recipient's quiet hours; read as UTC.", time_zone)
-        time_zone = "UTC"
+    return held_until_each([(Window(time_zone, start, end), due)])[0]
+
+
+def held_until_each(
+    asked: Sequence[tuple[Window, datetime | None]],
+) -> list[datetime | None]:
+    """held_until() for each (window, due) of asked, in one statement: the end of the window
+    where the delivery falls inside it, else None, in the order asked."""
+    if not asked:
+        return []
+    rows = []
+    for place, (window, due) in enumerate(asked):
+        if window.start == window.end:
+            raise ValueError("A quiet window needs different start and end times.")
+        rows.append(
+            {
+                "ord": place,
+                "zone": _known_zone(window.time_zone),
+                "start": window.start.isoformat(),
+                "end": window.end.isoformat(),
+                "due": None if due is None else due.isoformat(),
+            }
+        )
     with connection.cursor() as cursor:
-        cursor.execute(HELD_UNTIL_SQL, {"zone": time_zone, "start": start, "end": end, "due": due})
-        (until,) = cursor.fetchone()
-    return until
+        cursor.execute(HELD_UNTIL_SQL, {"windows": json.dumps(rows)})
+        found = dict(cursor.fetchall())
+    return [found[place] for place in range(len(rows))]
+
+
+def _known_zone(name: str) -> str:
+    # A zone the database does not know would fail the whole statement, and with it a drain's
+    # batch: read it as UTC instead.
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        log.warning("Unknown time zone %r in a recipient's quiet hours; read as UTC.", name)
+        return "UTC"
+    return name

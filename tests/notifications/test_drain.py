@@ -10,7 +10,13 @@ from django.db import connection
 
 from notifications import checks as outbox_checks
 from notifications import heartbeat, worker
-from notifications.models import ChannelAddress, DrainHeartbeat, NotificationDelivery, Status
+from notifications.models import (
+    ChannelAddress,
+    DrainHeartbeat,
+    NotificationDelivery,
+    SkipReason,
+    Status,
+)
 from tests.helpers import execute, make_deliveries, poll
 from tests.notifications.channels import (
     AlwaysRetryableChannel,
@@ -38,6 +44,8 @@ def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
         "throttled": 0,
         "fenced_off": 0,
         "released": 0,
+        "unwanted": 0,
+        "held": 0,
         "skipped": False,
         "more_due": False,
     }
@@ -79,11 +87,13 @@ def test_a_recipient_who_blocked_the_bot_has_the_address_switched_off(db, user):
     assert worker.drain_once().failed == 1
     assert BlockedChannel.seen[0].address == "chat-42"
     assert not ChannelAddress.objects.get(user=user, channel="blocked").is_active
-    # With no active address left, the next notification fails without a send.
+    # With no active address left, the next notification is skipped without a send, and says
+    # why: the only address was switched off.
     make_deliveries(user, 1, channel="blocked")
-    worker.drain_once()
+    assert worker.drain_once().unwanted == 1
     assert len(BlockedChannel.seen) == 1
-    assert NotificationDelivery.objects.exclude(pk=delivery_id).get().error_code == "NO_RECIPIENT"
+    later = NotificationDelivery.objects.exclude(pk=delivery_id).get()
+    assert (later.status, later.skip_reason) == (Status.SKIPPED, SkipReason.CHANNEL_OFF)
 
 
 def run_in_thread(function):

@@ -11,7 +11,7 @@ import pytest
 from notifications import worker
 from notifications.channels.email import sender_of
 from notifications.enqueue import send_notification
-from notifications.models import NotificationDelivery, Status
+from notifications.models import NotificationDelivery, SkipReason, Status
 from tests.smtp import SilentServer
 
 
@@ -80,13 +80,16 @@ def test_a_malformed_address_fails_without_touching_the_network(db, django_user_
     assert mail_to.mailbox.messages == []
 
 
-def test_a_user_without_an_email_fails_that_row_only(db, django_user_model, mail_to):
+def test_a_user_whose_email_went_after_the_enqueue_has_that_row_skipped_only(
+    db, django_user_model, mail_to
+):
     without = queue_email(django_user_model, "ada@example.com")
     django_user_model.objects.filter(username="ada").update(email="")
     with_address = queue_email(django_user_model, "bob@example.com")
     report = worker.drain_once()
-    assert (report.failed, report.sent) == (1, 1)
-    assert NotificationDelivery.objects.get(pk=without).error_code == "NO_RECIPIENT"
+    assert (report.unwanted, report.sent) == (1, 1)
+    skipped = NotificationDelivery.objects.get(pk=without)
+    assert (skipped.status, skipped.skip_reason) == (Status.SKIPPED, SkipReason.NO_ADDRESS)
     assert NotificationDelivery.objects.get(pk=with_address).status == Status.SENT
 
 
