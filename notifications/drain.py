@@ -174,7 +174,7 @@ def drain(
 
     ready, immediate, held = _prepare(claimed, max_attempts=max_attempts)
     if held:
-        report.held += len(outbox.hold(held))
+        report.held += len(outbox.hold_quiet(held))
     writer = _Writer(report, unwritten)
     writer.add(immediate)
     unsent: list[ClaimedDelivery] = []
@@ -482,7 +482,7 @@ def _held(
     """The rows of known that their recipient's quiet hours hold now, with when the window
     ends: one statement for the batch, and none when no recipient of it has quiet hours on
     a row's channel."""
-    asked: dict[quiet.Window, list[int]] = {}
+    asked: dict[quiet.Hours, list[int]] = {}
     for delivery in known:
         if delivery.id not in chosen:
             continue

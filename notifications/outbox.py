@@ -455,7 +455,7 @@ def release(deliveries: Sequence[ClaimedDelivery], *, delay: float | timedelta =
 # queued): back to the queue until the window ends, the claim not counted, as RELEASE_SQL
 # does. held_from keeps when it was due (now, or the earlier time a previous hold kept), for
 # RELEASE_HELD_SQL to go back to. Fenced like any other write.
-HOLD_SQL = """
+QUIET_HOLD_SQL = """
 UPDATE notifications.notification_deliveries AS d
 SET status = 'pending',
     next_attempt_at = h.until,
@@ -471,7 +471,7 @@ RETURNING d.id
 """.strip()
 
 
-def hold(held: Sequence[tuple[ClaimedDelivery, datetime]]) -> set[int]:
+def hold_quiet(held: Sequence[tuple[ClaimedDelivery, datetime]]) -> set[int]:
     """Return claimed deliveries to the queue until the end of the quiet window that holds
     each, (delivery, until) pairs, the claim not counted; return the ids that went back."""
     if not held:
@@ -482,7 +482,7 @@ def hold(held: Sequence[tuple[ClaimedDelivery, datetime]]) -> set[int]:
         "until": [until for _, until in held],
     }
     with connection.cursor() as cursor:
-        cursor.execute(HOLD_SQL, params)
+        cursor.execute(QUIET_HOLD_SQL, params)
         return {row[0] for row in cursor.fetchall()}
 
 

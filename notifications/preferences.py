@@ -59,11 +59,11 @@ class Preferences:
     language: str | None = None
 
     @property
-    def quiet(self) -> quiet.Window | None:
+    def quiet(self) -> quiet.Hours | None:
         """Their quiet hours, when they have any."""
         if self.quiet_start is None or self.quiet_end is None:
             return None
-        return quiet.Window(self.time_zone, self.quiet_start, self.quiet_end)
+        return quiet.Hours(self.time_zone, self.quiet_start, self.quiet_end)
 
     def enabled(self, category: str, channel: str) -> bool:
         """Whether category reaches this recipient on channel."""

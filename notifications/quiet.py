@@ -51,7 +51,7 @@ FROM due
 """
 
 
-class Window(NamedTuple):
+class Hours(NamedTuple):
     """A recipient's quiet hours: wall-clock start and end in time_zone (an IANA name)."""
 
     time_zone: str
@@ -69,11 +69,11 @@ def held_until(*, time_zone: str, start: time, end: time, due: datetime | None) 
     """
     if due is not None and due.utcoffset() is None:
         raise ValueError("due must be an aware datetime.")
-    return held_until_each([(Window(time_zone, start, end), due)])[0]
+    return held_until_each([(Hours(time_zone, start, end), due)])[0]
 
 
 def held_until_each(
-    asked: Sequence[tuple[Window, datetime | None]],
+    asked: Sequence[tuple[Hours, datetime | None]],
 ) -> list[datetime | None]:
     """held_until() for each (window, due) of asked, in one statement: the end of the window
     where the delivery falls inside it, else None, in the order asked."""
