@@ -5,9 +5,11 @@ rather than one per row; only the calling thread touches the database. Outcomes 
 in groups, one statement per flush, at least every FLUSH_EVERY and at the end of the batch,
 so a crash re-sends at most what was sent since the last flush.
 
-A drain may be given a deadline (the cron trigger's request must answer before the proxy's
-timeout): it then starts no send that could not finish in time, hands the rows it did not get
-to back to the queue, and writes what it has.
+Every batch has a deadline, the end of its lease: a drain starts no send that could not finish
+before it, since by then the reaper may have put the row back (and a cancel taken it, or
+another drain claimed it). A drain may be given an earlier one (the cron trigger's request must
+answer before the proxy's timeout). Either way, the rows it did not get to go back to the queue
+unspent, and it writes what it has.
 
 This module keeps no state of its own: the pool, the outcomes still to be written and the
 guard against two drains at once belong to the process's Worker (notifications/worker.py).
@@ -160,6 +162,12 @@ def drain(
         report.reaped = len(outbox.reclaim_stale(lease=lease, max_attempts=max_attempts))
         outbox.adopt_lost_lanes()
     began = time.perf_counter()
+    # The lease runs from the claim (attempted_at is stamped by it, a moment after this): once
+    # it may have run out, the reaper may have put the batch back, a cancel may have taken its
+    # rows and another drain may be sending them. No send starts that could not finish before
+    # then (a drain stopped past it, by a debugger or a frozen host, starts none of the rest).
+    lease_end = time.monotonic() + lease.total_seconds()
+    deadline = lease_end if deadline is None else min(deadline, lease_end)
     claimed = outbox.claim(batch_size=batch_size)
     report.claim_seconds.append(time.perf_counter() - began)
     report.claimed = len(claimed)
@@ -607,11 +615,11 @@ def _send_all(
         holds.put((key, seconds))
 
     def send(delivery, channel, outgoing, start: float | None = None, key: str | None = None):
-        # Without a deadline or a slot (most sends), nothing to check before the send.
+        # No send starts that could outlast the deadline: the end of the batch's lease, or a
+        # time budget's end when that comes first.
         if deadline is not None:
             wait = 0.0 if start is None else max(start - time.monotonic(), 0.0)
-            worst = channel.worst_case.total_seconds()
-            if time.monotonic() + wait + worst > deadline:
+            if time.monotonic() + wait > latest_start[channel.name]:
                 return _NotStarted(delivery)
         if key is None:
             # An unpaced send's 429 holds no key: there is none to hold.
@@ -632,6 +640,13 @@ def _send_all(
         )
 
     ready = _paced(ready, deadline=deadline, unsent=unsent, report=report)
+    if deadline is not None:
+        # The last moment each channel's send may start, once a batch: its worst case before
+        # the deadline.
+        latest_start = {
+            channel.name: deadline - channel.worst_case.total_seconds()
+            for channel in {item[1] for item in ready}
+        }
     # A local send finishes at once: handing it to a thread would cost more than the send.
     here = [item for item in ready if item[1].local]
     away = [item for item in ready if not item[1].local]
