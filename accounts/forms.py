@@ -44,6 +44,17 @@ MESSAGE_KEY = "account.password_reset"
 class SignInForm(ThrottledSignInMixin, AuthenticationForm):
     """Django's sign-in form; its failures count with the admin's (core/signin.py)."""
 
+    def clean_username(self):
+        # Sign-up makes the address, in lower case, the username (accounts/signup.py); the
+        # address signs in however it is capitalised (a browser saves it as it was typed).
+        # A username that exists as typed is left alone: staff may have made one so.
+        username = self.cleaned_data["username"]
+        lowered = username.lower()
+        if lowered == username or "@" not in username:
+            return username
+        users = get_user_model()._default_manager
+        return username if users.filter(username=username).exists() else lowered
+
 
 class ThrottledPasswordChangeForm(ThrottledSignInMixin, PasswordChangeForm):
     """Django's password-change form, its old password counted as a sign-in: a stolen

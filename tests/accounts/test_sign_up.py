@@ -487,9 +487,10 @@ def test_a_visitor_signs_up_confirms_by_email_in_their_language_and_signs_in(
     assert client.get(path).context["validlink"]
     assert confirm(client, path)["Location"] == f"{prefix}/account/notifications/"
     client.logout()
-    # And from now on, with the address and the password, as anyone signs in.
+    # And from now on, with the address (as it was typed, which a browser saves) and the
+    # password, as anyone signs in.
     signed_in = client.post(
-        f"{prefix}/account/sign-in/", {"username": "vera@example.com", "password": CHOSEN}
+        f"{prefix}/account/sign-in/", {"username": "Vera@example.com", "password": CHOSEN}
     )
     assert signed_in.status_code == 302
     user = django_user_model.objects.get()
@@ -535,3 +536,11 @@ def test_a_confirmation_checked_before_a_new_sign_up_confirms_nothing(client, dj
     assert signup.confirm(django_user_model.objects.get())
     assert django_user_model.objects.get().is_active
     assert not PendingSignUp.objects.exists()
+
+
+def test_a_username_with_capitals_made_by_staff_still_signs_in_as_it_is(client, django_user_model):
+    django_user_model.objects.create_user("Staff@Example.com", password=CHOSEN)
+    signed_in = client.post(
+        "/account/sign-in/", {"username": "Staff@Example.com", "password": CHOSEN}
+    )
+    assert signed_in.status_code == 302
