@@ -267,6 +267,7 @@ def test_the_link_shows_a_form_and_only_the_password_confirms_and_signs_in(
     wrong = confirm(client, path, password="not-it")
     assert wrong.status_code == 200
     assert "That is not the password chosen when signing up" in wrong.content.decode()
+    assert "Forgot that password? Sign up again with the same address" in wrong.content.decode()
     assert not django_user_model.objects.get().is_active
 
     done = confirm(client, path)
