@@ -17,6 +17,10 @@ urlpatterns = [
         views.PasswordResetConfirmView.as_view(),
         name="password_reset_confirm",
     ),
+    path("sign-up/", views.sign_up, name="sign_up"),
+    path("sign-up/sent/", views.sign_up_sent, name="sign_up_sent"),
+    # The emailed link: the password chosen at sign-up confirms the address.
+    path("sign-up/<uidb64>/<token>/", views.sign_up_confirm, name="sign_up_confirm"),
     path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path("password/changed/", views.password_change_done, name="password_change_done"),
     # The preference centre: what reaches the user, on which channel, and when.

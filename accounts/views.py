@@ -1,25 +1,33 @@
-"""Django's own auth views, with the site's templates and forms. Each view's title (in its
-extra_context) is its page's title and heading (accounts/page.html).
+"""Django's own auth views, with the site's templates and forms, and sign-up beside them. Each
+view's title (in its extra_context) is its page's title and heading (accounts/page.html).
 
-A sign-in or reset request refused by its rate limit answers 429 with Retry-After, the form
-showing why (core.ratelimit.refuse)."""
+A sign-in, sign-up or reset request refused by its rate limit answers 429 with Retry-After,
+the form showing why (core.ratelimit.refuse)."""
 
 from __future__ import annotations
 
 import zoneinfo
 
+from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from accounts import preference_forms
-from accounts.forms import PasswordResetRequestForm, SignInForm, ThrottledPasswordChangeForm
+from accounts import preference_forms, signup
+from accounts.forms import (
+    ConfirmSignUpForm,
+    PasswordResetRequestForm,
+    SignInForm,
+    SignUpForm,
+    ThrottledPasswordChangeForm,
+)
 from accounts.push_views import SESSION_ENDPOINT
 from core import ratelimit
 from notifications import subscriptions
@@ -104,6 +112,63 @@ password_reset_complete = _told(
 password_change_done = _told(
     auth.PasswordChangeDoneView, "password_change_done", _("Your password is changed")
 )
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
+def sign_up(request):
+    """An email address and a password: the answer is the "check your email" page whether or
+    not the address has an account (accounts/signup.py)."""
+    if request.user.is_authenticated:
+        return redirect(settings.LOGIN_REDIRECT_URL)
+    form = SignUpForm(request.POST if request.method == "POST" else None, request=request)
+    if form.is_bound and form.is_valid():
+        form.save()
+        return redirect("accounts:sign_up_sent")
+    response = render(
+        request, "accounts/sign_up.html", {"title": _("Create an account"), "form": form}
+    )
+    if form.retry_after_seconds:
+        return ratelimit.refuse(retry_after_seconds=form.retry_after_seconds, response=response)
+    return response
+
+
+@require_http_methods(["GET", "HEAD"])
+def sign_up_sent(request):
+    return render(request, "accounts/sign_up_sent.html", {"title": _("Check your email")})
+
+
+# A GET only shows the form: mail scanners and link previews open every link in an email, and
+# must not confirm anything. The token stays in the URL the form posts to; the page loads
+# nothing from elsewhere, and the site's Referrer-Policy is same-origin, so it goes nowhere.
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
+def sign_up_confirm(request, uidb64: str, token: str):
+    """The emailed link: the password chosen at sign-up confirms the address and signs in."""
+    user = signup.awaiting(uidb64=uidb64, token=token)
+    context = {"title": _("Confirm your email address"), "validlink": user is not None}
+    if user is None:
+        return render(request, "accounts/sign_up_confirm.html", context)
+    form = ConfirmSignUpForm(
+        request.POST if request.method == "POST" else None, user=user, request=request
+    )
+    if form.is_bound and form.is_valid():
+        if not signup.confirm(user):
+            # Confirmed, or signed up for again, since the link was checked.
+            return render(request, "accounts/sign_up_confirm.html", {**context, "validlink": False})
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(
+            request,
+            _(
+                "Your email address is confirmed, and you are signed in. Choose here what "
+                "reaches you."
+            ),
+        )
+        return redirect("accounts:preferences")
+    response = render(request, "accounts/sign_up_confirm.html", {**context, "form": form})
+    if form.retry_after_seconds:
+        return ratelimit.refuse(retry_after_seconds=form.retry_after_seconds, response=response)
+    return response
 
 
 # The preference centre's sections, each a form of its own and a partial of the page

@@ -105,6 +105,31 @@ MESSAGES: dict[str, Message] = {
         # Anyone who reads the link can set the password, until it is used or expires.
         secret=frozenset({"url"}),
     ),
+    # accounts/signup.py queues one of these two for every sign-up it accepts, and nothing
+    # else: the answer cannot tell a new address from one that has an account.
+    "account.confirm_sign_up": Message(
+        subject=_("Confirm your email address on {site_name}"),
+        body=_(
+            "Someone signed up on {site_name} with this email address. To confirm it and "
+            "sign in, open this link and enter the password chosen at sign-up:\n\n{url}\n\n"
+            "The link works once, for 24 hours. If you did not sign up, ignore this email: "
+            "nobody can sign in to the account, and it is deleted within a week."
+        ),
+        category="security",
+        # With the password, it opens the account, until it is used or expires.
+        secret=frozenset({"url"}),
+    ),
+    "account.sign_up_taken": Message(
+        subject=_("Someone tried to sign up on {site_name} with your address"),
+        body=_(
+            "Someone tried to sign up on {site_name} with this email address, which already "
+            "has the account {username}. No second account was made, and yours is unchanged."
+            "\n\nIf it was you, sign in here:\n\n{sign_in_url}\n\n"
+            "Forgot your password? Choose a new one here:\n\n{reset_url}\n\n"
+            "If it was not you, ignore this email."
+        ),
+        category="security",
+    ),
 }
 
 

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from accounts.forms import RESETS_PER_ADDRESS, RESETS_PER_CLIENT, PasswordResetRequestForm
+from accounts.forms import REQUESTS_PER_ADDRESS, REQUESTS_PER_CLIENT, PasswordResetRequestForm
 from notifications import catalogue
 from notifications.models import Notification, NotificationDelivery, Recipient, Status
 from tests.accounts.conftest import PASSWORD
@@ -99,7 +99,7 @@ def test_a_reader_with_a_language_gets_the_link_and_the_email_in_it(client, ada)
     ],
 )
 def test_a_client_may_ask_five_times_an_hour(client, ada, prefix, says):
-    for n in range(RESETS_PER_CLIENT):
+    for n in range(REQUESTS_PER_CLIENT):
         assert ask(client, f"someone-{n}@example.com", prefix=prefix).status_code == 302
     refused = ask(client, prefix=prefix)
     assert refused.status_code == 429
@@ -115,15 +115,15 @@ def test_a_client_may_ask_five_times_an_hour(client, ada, prefix, says):
 def test_an_address_gets_three_emails_an_hour_whoever_asks_and_whether_or_not_it_has_an_account(
     client, ada, address
 ):
-    for n in range(RESETS_PER_ADDRESS):
+    for n in range(REQUESTS_PER_ADDRESS):
         assert ask(client, address, client_address=f"10.0.0.{n}").status_code == 302
     refused = ask(client, address.upper(), client_address="10.0.0.99")
     assert refused.status_code == 429
     assert "Too many password reset requests" in refused.content.decode()
-    expected = RESETS_PER_ADDRESS if address.startswith("ada") else 0
+    expected = REQUESTS_PER_ADDRESS if address.startswith("ada") else 0
     assert Notification.objects.count() == expected
     # The refusal did not count against the client that asked: it is one request of five.
-    for n in range(RESETS_PER_CLIENT - 1):
+    for n in range(REQUESTS_PER_CLIENT - 1):
         assert ask(client, f"x{n}@example.com", client_address="10.0.0.99").status_code == 302
 
 

@@ -28,6 +28,7 @@ def execute(sql: str, params=None) -> None:
 KINDS = (
     "rate_limit_windows",
     "sessions",
+    "unconfirmed_sign_ups",
     "demo_notifications",
     "deliveries_pruned",
     "metric_rows_folded",
@@ -112,7 +113,7 @@ def test_the_housekeeping_command_reports_what_it_deleted(leftovers, capsys):
     call_command("housekeeping")
     assert capsys.readouterr().out.strip() == (
         "deliveries_pruned=0 metric_rows_folded=0 rate_limit_windows=1 sessions=1 "
-        "demo_notifications=1"
+        "demo_notifications=1 unconfirmed_sign_ups=0"
     )
 
 
