@@ -364,7 +364,9 @@ def _gather(
 def cancel_notifications(*, key: str, user=None) -> CancelCounts:
     """Withdraw every delivery under cancel_key key (of user's notifications only, when
     given) that no drain has claimed yet; say how many were cancelled, how many were being
-    sent at that moment (too late), and how many had finished already.
+    sent at that moment (too late), and how many had finished already; and, apart from the
+    cancelled, how many were cancelled after an earlier claim ended without a report, which
+    may have sent them (maybe_sent).
 
     Two statements in one transaction (outbox.cancel_key: the open digests locked, then the
     deliveries cancelled and the items withdrawn): a delivery is either claimed by a drain or

@@ -259,6 +259,12 @@ class NotificationDelivery(models.Model):
     attempt_base = models.PositiveIntegerField(
         _("attempts not counted against the budget"), default=0, db_default=0
     )
+    # Claims whose lease ran out before their drain reported (the reaper's requeues): each may
+    # have sent the message. A row cancelled or sent with any says so, since the recipient may
+    # have it already, or twice.
+    unreported_claims = models.PositiveIntegerField(
+        _("claims that ended without a report"), default=0, db_default=0
+    )
     # The provider's 429s so far: each handed the row back for later without spending a send
     # (attempt_base moves up with attempts); DELIVERY_MAX_THROTTLES of them make it dead.
     throttles = models.PositiveIntegerField(_("throttled"), default=0, db_default=0)

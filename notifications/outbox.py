@@ -594,7 +594,8 @@ def adopt_lost_lanes() -> int:
 
 
 # The lease clock starts at attempted_at, stamped once per claim for the whole batch. The
-# reaper does not bump attempts: the claim already counted the send it interrupted.
+# reaper does not bump attempts: the claim already counted the send it interrupted. It counts
+# the claim in unreported_claims: its drain may have sent the message before it went quiet.
 # Served by the deliveries_reap partial index.
 RECLAIM_STALE_SQL = """
 UPDATE notifications.notification_deliveries
@@ -602,6 +603,7 @@ SET status = CASE
         WHEN attempts - attempt_base >= %(max_attempts)s THEN 'dead'
         ELSE 'pending'
     END,
+    unreported_claims = unreported_claims + 1,
     next_attempt_at = now(),
     error_code = 'CLAIM_EXPIRED',
     error_message = 'The worker holding this delivery did not report within its lease.'
@@ -686,10 +688,17 @@ def send_now(delivery_ids: Sequence[int]) -> set[int]:
 # version), finds it processing and leaves it; if this statement locked it first, the claim
 # skips it, and after it commits the claim's own re-check finds it cancelled. So a row is
 # claimed or cancelled, never both.
+# A row an earlier claim may have sent (its lease ran out without a report: unreported_claims)
+# keeps that fact in its error, so staff reading "cancelled" read "may have been sent" too.
 _CANCEL_SET = f"""
 SET status = '{Status.CANCELLED}',
-    error_code = 'CANCELLED',
-    error_message = 'Cancelled before it was sent.'
+    error_code = CASE WHEN unreported_claims > 0 THEN 'CANCELLED_MAYBE_SENT' ELSE 'CANCELLED' END,
+    error_message = CASE
+        WHEN unreported_claims > 0 THEN
+            'Cancelled before it was sent again. An earlier claim ended without a report, so '
+            || 'that attempt may have sent it.'
+        ELSE 'Cancelled before it was sent.'
+    END
 """.strip()
 
 CANCEL_SQL = f"""
@@ -767,7 +776,7 @@ cancelled AS (
     FROM keyed
     WHERE d.id = keyed.id
       AND d.status = 'pending'
-    RETURNING d.id
+    RETURNING d.id, d.unreported_claims > 0 AS maybe_sent
 ),
 withdrawn AS (
     DELETE FROM notifications.digest_items AS i
@@ -805,7 +814,8 @@ kept AS (
           AND withdrawn.notification_id = items.notification_id
     )
 )
-SELECT (SELECT count(*) FROM cancelled) + (SELECT count(*) FROM withdrawn) AS "cancelled",
+SELECT (SELECT count(*) FROM cancelled WHERE NOT maybe_sent) + (SELECT count(*) FROM withdrawn)
+           AS "cancelled",
        count(*) FILTER (
            WHERE keyed.status = 'processing'
               OR (keyed.status = 'pending' AND keyed.id NOT IN (SELECT id FROM cancelled))
@@ -813,21 +823,26 @@ SELECT (SELECT count(*) FROM cancelled) + (SELECT count(*) FROM withdrawn) AS "c
        count(*) FILTER (WHERE keyed.status <> ALL(%(open)s::text[]))
            + (SELECT count(*) FROM kept WHERE kept.status <> ALL(%(open)s::text[]))
            AS "finished",
-       (SELECT count(*) FROM emptied) AS "emptied"
+       (SELECT count(*) FROM emptied) AS "emptied",
+       (SELECT count(*) FROM cancelled WHERE maybe_sent) AS "maybe_sent"
 FROM keyed
 """.strip()
 
 
 @dataclass(frozen=True)
 class CancelCounts:
-    """What cancelling a key did: deliveries cancelled now (a notification withdrawn from a
-    digest not yet claimed counts as one per channel); deliveries a drain holds (being sent,
-    so no longer cancellable), and items of a digest that was claimed already; deliveries and
-    items already finished (sent, failed, dead, or cancelled before)."""
+    """What cancelling a key did: deliveries cancelled now that were never sent (a
+    notification withdrawn from a digest not yet claimed counts as one per channel);
+    deliveries a drain holds (being sent, so no longer cancellable), and items of a digest
+    that was claimed already; deliveries and items already finished (sent, failed, dead, or
+    cancelled before); and, counted apart from cancelled, deliveries cancelled now that an
+    earlier claim may have sent (its lease ran out without a report: the recipient may have
+    it)."""
 
     cancelled: int
     in_flight: int
     finished: int
+    maybe_sent: int = 0
 
 
 def cancel_key(*, key: str, user_id: int | None = None) -> CancelCounts:
@@ -844,8 +859,8 @@ def cancel_key(*, key: str, user_id: int | None = None) -> CancelCounts:
             CANCEL_KEY_SQL,
             {**params, "carriers": carriers, "open": [Status.PENDING, Status.PROCESSING]},
         )
-        cancelled, in_flight, finished, _emptied = cursor.fetchone()
-    return CancelCounts(cancelled, in_flight, finished)
+        cancelled, in_flight, finished, _emptied, maybe_sent = cursor.fetchone()
+    return CancelCounts(cancelled, in_flight, finished, maybe_sent)
 
 
 def _update_ids(sql: str, delivery_ids: Sequence[int]) -> set[int]:

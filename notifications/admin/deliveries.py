@@ -195,7 +195,7 @@ class DeliveryAdmin(DigestPage, ScheduleMixin, Worded, ReadOnlyAdmin):
     paginator = BoundedCountPaginator
     # Shown as next_attempt (which says "scheduled for …", or "held until …"), not twice; the
     # hold as held, in the recipient's time zone.
-    exclude = ("next_attempt_at", "held_until")
+    exclude = ("next_attempt_at", "held_until", "held_from")
     readonly_fields = (
         "notification",
         "channel",
@@ -206,6 +206,7 @@ class DeliveryAdmin(DigestPage, ScheduleMixin, Worded, ReadOnlyAdmin):
         "attempts",
         "attempt_base",
         "throttles",
+        "unreported_claims",
         "next_attempt",
         "attempted_at",
         "sent_at",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -120,7 +121,7 @@ def test_a_claim_skips_a_row_a_cancel_holds_and_then_finds_it_cancelled(other_co
     other_connection.execute("BEGIN")
     params = {"key": "race", "user_id": None}
     assert other_connection.execute(outbox.LOCK_CARRIERS_SQL, params).fetchall() == []
-    [(cancelled, in_flight, finished, emptied)] = other_connection.execute(
+    [(cancelled, in_flight, finished, emptied, maybe_sent)] = other_connection.execute(
         outbox.CANCEL_KEY_SQL, {**params, "carriers": [], "open": ["pending", "processing"]}
     ).fetchall()
     assert cancelled == 1
@@ -226,3 +227,46 @@ def test_a_user_that_names_nobody_is_refused_not_taken_for_every_user(db, user, 
     assert NotificationDelivery.objects.get().status == Status.PENDING
     with pytest.raises(ValueError, match="NUL"):
         queue(user, "k\x00")
+
+
+# --- Evidence: a claim that ended without a report ----------------------------------------------
+
+
+def claim_and_go_quiet(lease_seconds: int = 60) -> None:
+    """A drain claims every due row and dies before it reports: the reaper, its lease over,
+    puts them back."""
+    assert outbox.claim(batch_size=10)
+    execute(
+        "UPDATE notifications.notification_deliveries SET attempted_at = now() - %s * interval "
+        "'1 second' WHERE status = 'processing'",
+        [lease_seconds + 1],
+    )
+    assert outbox.reclaim_stale(lease=timedelta(seconds=lease_seconds)).requeued
+
+
+def test_a_row_an_expired_claim_may_have_sent_is_cancelled_and_counted_apart(db, user):
+    maybe = queue(user, "order-7")
+    claim_and_go_quiet()
+    never = queue(user, "order-7")
+    result = cancel_notifications(key="order-7")
+    assert (result.cancelled, result.maybe_sent, result.in_flight) == (1, 1, 0)
+    rows = {d.notification_id: d for d in NotificationDelivery.objects.all()}
+    assert rows[maybe.id].status == rows[never.id].status == Status.CANCELLED
+    assert (rows[maybe.id].error_code, rows[maybe.id].unreported_claims) == (
+        "CANCELLED_MAYBE_SENT",
+        1,
+    )
+    assert "may have sent it" in rows[maybe.id].error_message
+    assert (rows[never.id].error_code, rows[never.id].unreported_claims) == ("CANCELLED", 0)
+
+
+def test_the_fact_outlives_a_later_claim_that_failed(db, user):
+    queue(user, "order-8", channels=["always_retryable"])
+    claim_and_go_quiet()
+    # Claimed again, and this time the send failed and reported: pending, to be retried.
+    [claimed] = outbox.claim(batch_size=10)
+    outbox.write_outcomes(
+        [outbox.Outcome.failure(claimed, code="UPSTREAM_503", message="", retryable=True)]
+    )
+    assert NotificationDelivery.objects.get().error_code == "UPSTREAM_503"
+    assert cancel_notifications(key="order-8").maybe_sent == 1

@@ -203,7 +203,7 @@ def test_a_claim_skips_a_digest_a_cancel_holds_and_then_sends_what_is_left(
     [row] = other_connection.execute(
         outbox.CANCEL_KEY_SQL, {**params, "carriers": locked, "open": OPEN}
     ).fetchall()
-    assert row == (1, 0, 0, 0)  # withdrawn, and the carrier still has an item
+    assert row == (1, 0, 0, 0, 0)  # withdrawn, and the carrier still has an item
 
     assert outbox.claim(batch_size=10) == []  # skipped (locked), without waiting
     other_connection.execute("COMMIT")
@@ -223,7 +223,7 @@ def test_a_join_waits_for_a_cancel_that_emptied_the_digest_and_takes_the_next_wi
     [row] = other_connection.execute(
         outbox.CANCEL_KEY_SQL, {**params, "carriers": locked, "open": OPEN}
     ).fetchall()
-    assert row == (1, 0, 0, 1)  # withdrawn, and the carrier emptied
+    assert row == (1, 0, 0, 1, 0)  # withdrawn, and the carrier emptied
 
     joiner, result = in_thread(lambda: welcome(reader, "later"))
     assert poll(waiting_for_a_lock), "the join should wait for the cancel's lock"
