@@ -343,3 +343,40 @@ def check_unsubscribe_origin(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+# How a check tells that DATABASE_URL goes through a pooler: the server reports the port its
+# own end of the connection listens on (inet_server_port()). Straight to PostgreSQL, that is the
+# URL's port; through PgBouncer (or any proxy) it is the server's, which the pooler connects
+# to, and the URL names the pooler's (6432, say). A Unix socket has no port to compare.
+SERVER_PORT_SQL = "SELECT inet_server_port()"
+
+
+@register(deploy=True)
+def check_listener_route(app_configs=None, **kwargs):
+    """The drain loop listens on DATABASE_URL unless DELIVERY_LISTEN_URL says otherwise; a
+    pooler in between hears nothing there. One statement on the default database."""
+    from django.db import DatabaseError, connection
+
+    if settings.DELIVERY_LISTEN_URL or not settings.DATABASE_URL:
+        return []  # set (or off), or the embedded server, reached on its socket
+    asked = connection.settings_dict.get("PORT") or 5432
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(SERVER_PORT_SQL)
+            (port,) = cursor.fetchone()
+    except DatabaseError:
+        return []  # no database to ask; the site's own start-up says why
+    if port is None or int(port) == int(asked):
+        return []
+    return [
+        Warning(
+            f"DATABASE_URL reaches PostgreSQL through a pooler or proxy (it names port {asked}; "
+            f"the server's end of the connection is port {port}), and DELIVERY_LISTEN_URL is "
+            "not set: the drain loop listens there, and through PgBouncer in transaction "
+            "pooling it hears no wake-up, so every delivery waits for the next poll.",
+            hint="Set DELIVERY_LISTEN_URL to a postgres:// URL straight to the server (the "
+            "drain loop only listens on it), or to off to poll on purpose.",
+            id="notifications.W020",
+        )
+    ]

@@ -278,6 +278,20 @@ def _counters(totals) -> Iterable:
     for name, text in (
         ("reaped", "Deliveries the reaper put back after their lease ran out."),
         ("fenced_off", "Outcomes discarded because another claim had taken the row."),
+        (
+            "wakeups_heard",
+            "Times a resident drain was woken by an enqueue's notification before its poll.",
+        ),
+        (
+            "polls_found_work",
+            "Polls (a resident drain's interval ran out, no wake-up) that claimed rows: with "
+            "a listener that hears, few; rising with wakeups_heard flat, a deaf listener.",
+        ),
+        (
+            "wakeup_probes_unheard",
+            "Listening connections that did not hear their own test notification (deaf: a "
+            "transaction pooler between them and the server).",
+        ),
     ):
         family = CounterMetricFamily(f"v10r_outbox_{name}", text)
         family.add_metric([], by_name.get(name, {}).get("", 0.0))

@@ -47,8 +47,16 @@ KEEPALIVES = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
-# Reconnecting a lost listening connection: a second after the loss, then ever later.
+# Reconnecting a lost listening connection: a second after the loss, then ever later. A deaf
+# one (below) is dropped and tried again on the same schedule.
 RECONNECT_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)
+# After its LISTEN, the listening connection sends itself a test notification the way an
+# enqueue does (through the site's own connection, DATABASE_URL) and expects to hear it within
+# this long. Through PgBouncer in transaction pooling the LISTEN "succeeds" on whichever server
+# connection ran it, and nothing sent later reaches this client: it is deaf.
+PROBE_SECONDS = 5.0
+# The test notification's payload starts with this; a wake-up's is empty.
+PROBE_PREFIX = "probe:"
 
 
 # --- Publishing ------------------------------------------------------------------------------
@@ -114,9 +122,9 @@ class _Waker:
         return False
 
 
-def _notify() -> None:
+def _notify(payload: str = "") -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, payload])
 
 
 def _close_quietly() -> None:
@@ -194,16 +202,45 @@ def listen_params() -> dict | None:
     return params | {"application_name": LISTENER_NAME, "autocommit": True}
 
 
+def describe(params: dict) -> str:
+    """Where a listening connection goes, in words for the log: host, port and database, and
+    which setting named it."""
+    host = params.get("host") or "localhost"
+    where = (
+        f"the Unix socket in {host}"
+        if host.startswith("/")
+        else f"{host}:{params.get('port') or 5432}"
+    )
+    if settings.DELIVERY_LISTEN_URL:
+        route = "DELIVERY_LISTEN_URL"
+    else:
+        # The one URL every query of the site uses: if a transaction pooler serves it, LISTEN
+        # hears nothing there (the test notification below says so).
+        route = "DATABASE_URL's own connection, the one the site's queries use"
+    return f"{where}, database {params.get('dbname', '')} ({route})"
+
+
 class Listener:
     """The drain loop's ear: wait() returns early when a drain was asked to wake. It holds
     one idle connection; a lost one is logged once and reconnected with a growing pause,
-    and the loop polls meanwhile."""
+    and the loop polls meanwhile. Each new connection proves it hears: it sends itself a
+    test notification, and one that does not hear it within PROBE_SECONDS is deaf (logged
+    once, dropped and tried again later, like a lost one)."""
 
     def __init__(self, params: dict | None) -> None:
         self._params = params
         self._conn: psycopg.Connection | None = None
         self._failures = 0
         self._retry_at = 0.0
+        # The test notification this connection waits for, and until when.
+        self._probe: str | None = None
+        self._probe_until = 0.0
+        self._probe_sent_at = 0.0
+        self._deaf_said = False
+        # For /metrics, read and reset by the loop: wake-ups heard, and test notifications that
+        # never came back.
+        self.wakeups = 0
+        self.unheard_probes = 0
 
     @classmethod
     def from_settings(cls) -> Listener:
@@ -211,9 +248,13 @@ class Listener:
         if params is None:
             logger.info("wake-ups: off (DELIVERY_LISTEN_URL=off), polling only")
         else:
-            where = f"{params.get('host') or 'localhost'}/{params.get('dbname', '')}"
-            logger.info("wake-ups: listening on %s, channel %s", where, CHANNEL)
+            logger.info("wake-ups: listening on %s, channel %s", describe(params), CHANNEL)
         return cls(params)
+
+    @property
+    def proven(self) -> bool:
+        """Whether the connection has heard its own test notification."""
+        return self._conn is not None and self._probe is None
 
     def wait(self, seconds: float, stopping: threading.Event) -> bool:
         """Block for up to seconds, until a wake-up or stopping; True when woken. Every
@@ -223,7 +264,10 @@ class Listener:
         if self._due_to_connect() and self._connect():
             return True
         while not stopping.is_set():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if self._probe is not None and now >= self._probe_until:
+                self._deaf()
+            left = deadline - now
             if left <= 0:
                 return False
             step = min(left, STOP_SLICE_SECONDS)
@@ -232,15 +276,61 @@ class Listener:
                     break
                 continue
             try:
-                heard = any(True for _ in self._conn.notifies(timeout=step, stop_after=1))
-                if heard:
+                woken = False
+                for notice in self._conn.notifies(timeout=step, stop_after=1):
+                    woken = self._heard(notice.payload) or woken
+                if woken:
                     # The rest of the burst, already queued: one tick serves it all.
-                    for _ in self._conn.notifies(timeout=0):
-                        pass
+                    for notice in self._conn.notifies(timeout=0):
+                        self._heard(notice.payload)
+                    self.wakeups += 1
                     return True
             except psycopg.Error as exc:
                 self._lost(exc)
         return False
+
+    def _heard(self, payload: str) -> bool:
+        """Take one notification; whether it is a wake-up (not a test notification)."""
+        if not payload.startswith(PROBE_PREFIX):
+            if self._probe is not None:
+                # Any wake-up that arrives proves the connection hears as well as the test.
+                self._proven(after=None)
+            return True
+        if payload == self._probe:
+            self._proven(after=time.monotonic() - self._probe_sent_at)
+        return False
+
+    def _proven(self, *, after: float | None) -> None:
+        self._probe = None
+        self._failures = 0
+        if after is not None:
+            logger.info("wake-ups: heard (the test notification came back in %.0f ms)", after * 1e3)
+        if self._deaf_said:
+            logger.info("wake-ups: the listening connection hears again")
+            self._deaf_said = False
+
+    def _deaf(self) -> None:
+        self._probe = None
+        self.unheard_probes += 1
+        if not self._deaf_said:
+            self._deaf_said = True
+            logger.warning(
+                "wake-ups: DEAF. The listening connection (%s) did not hear its own test "
+                "notification within %g s, so it would never hear an enqueue's either: every "
+                "delivery waits for the next poll (DELIVERY_INTERVAL_SECONDS). A transaction "
+                "pooler such as PgBouncer in front of it does this; set DELIVERY_LISTEN_URL to "
+                "a postgres:// URL straight to the server. Trying again later.",
+                describe(self._params),
+                PROBE_SECONDS,
+            )
+        # Dropped and tried again on the reconnect schedule, without a second warning.
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                logger.debug("closing the deaf connection failed", exc_info=True)
+        self._back_off()
 
     def _due_to_connect(self) -> bool:
         return (
@@ -257,10 +347,28 @@ class Listener:
                 conn.close()
             self._failed(exc)
             return False
-        if self._failures:
+        if self._failures and not self._deaf_said:
             logger.info("listening for wake-ups again")
-        self._conn, self._failures = conn, 0
+        self._conn = conn
+        self._send_probe()
+        if not self._deaf_said:
+            self._failures = 0
         return True
+
+    def _send_probe(self) -> None:
+        """Send the test notification the way an enqueue's wake-up goes (the site's own
+        connection), for this connection to hear."""
+        token = f"{PROBE_PREFIX}{os.getpid()}:{time.monotonic_ns()}"
+        try:
+            _notify(token)
+        except Exception as exc:
+            # The database the loop drains from is unreachable: its tick says so; the next
+            # connection tries again.
+            logger.debug("could not send the test notification: %s", exc)
+            return
+        self._probe = token
+        self._probe_sent_at = time.monotonic()
+        self._probe_until = self._probe_sent_at + PROBE_SECONDS
 
     def _lost(self, exc: Exception) -> None:
         self.close()
@@ -272,11 +380,15 @@ class Listener:
                 "not listening for wake-ups (%s); polling until the connection is back",
                 str(exc).strip() or type(exc).__name__,
             )
+        self._back_off()
+
+    def _back_off(self) -> None:
         pause = RECONNECT_SECONDS[min(self._failures, len(RECONNECT_SECONDS) - 1)]
         self._failures += 1
         self._retry_at = time.monotonic() + pause
 
     def close(self) -> None:
+        self._probe = None
         conn, self._conn = self._conn, None
         if conn is not None:
             try:

@@ -230,6 +230,9 @@ class Worker:
     ) -> None:
         failures = 0
         hurried = False
+        # Whether this tick comes of the interval running out (a poll), not of a wake-up or a
+        # full batch: a poll that finds work found what a wake-up should have announced.
+        polled = True
         while True:
             # Django's check that the connection is still good costs a statement; right after
             # a batch that used it, it is not worth one.
@@ -251,6 +254,9 @@ class Worker:
                     break
                 continue
             failures = 0
+            if polled and tick.report.claimed:
+                self._tally.add("polls_found_work", "")
+            polled = False
             # A resting queue ticks every 2 s: the first tick that finds nothing says so at
             # INFO, the ones after it until something happens only at DEBUG.
             busy = bool(tick.report.claimed or tick.report.reaped or tick.report.skipped)
@@ -267,7 +273,11 @@ class Worker:
             # pending are one) or stop, whichever is first. Every drain woken makes one
             # claim; SKIP LOCKED shares the rows out among them.
             left = began + self.interval.total_seconds() - time.monotonic()
-            listener.wait(max(left, 0.0), stopping)
+            polled = not listener.wait(max(left, 0.0), stopping)
+            if listener.wakeups or listener.unheard_probes:
+                self._tally.add("wakeups_heard", "", listener.wakeups)
+                self._tally.add("wakeup_probes_unheard", "", listener.unheard_probes)
+                listener.wakeups = listener.unheard_probes = 0
             if stopping.is_set():
                 break
 
