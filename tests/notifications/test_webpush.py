@@ -18,7 +18,7 @@ from notifications import catalogue, channels, enqueue, subscriptions
 from notifications.channels import webpush
 from notifications.models import ChannelAddress, NotificationDelivery, PushSubscription, Recipient
 from tests.helpers import make_outgoing, notify
-from tests.pushpeer import PushPeer
+from tests.pushpeer import PushPeer, decrypt
 from tests.v10r.test_settings import read_settings
 
 SUBJECT = "mailto:ops@example.com"
@@ -360,3 +360,49 @@ def test_two_people_subscribing_one_endpoint_at_once_leave_it_one_owner(
     active = ChannelAddress.objects.filter(channel="webpush", address=sub.endpoint, is_active=True)
     assert active.count() == 1
     assert PushSubscription.objects.filter(address__in=active).count() == 1
+
+
+# --- Several devices, and each push's own encryption -----------------------------------------
+
+
+def test_a_push_goes_to_the_newest_max_devices_browsers_and_no_more(transactional_db, wired, user):
+    names = [f"device{n}" for n in range(webpush.MAX_DEVICES + 2)]
+    for name in names:
+        device(user, wired, name)
+    notify(user, channels=["webpush"])
+    drain()
+    assert sorted(p.path for p in wired.pushes) == sorted(
+        f"/push/{name}" for name in names[-webpush.MAX_DEVICES :]
+    )
+    assert row().status == "sent"
+
+
+@pytest.mark.parametrize("first", ["throttled", "broken"])
+def test_a_429_from_one_push_service_and_a_5xx_from_another_is_a_failure_not_a_throttle(
+    transactional_db, wired, user, first
+):
+    # Created in both orders: the verdict must not depend on which device answers first.
+    names = ["throttled", "broken"] if first == "throttled" else ["broken", "throttled"]
+    for name in names:
+        device(user, wired, name)
+    wired.statuses.update({"/push/throttled": 429, "/push/broken": 500})
+    notify(user, channels=["webpush"])
+    drain()
+    assert len(wired.pushes) == 2
+    delivery = row()
+    # A throttle would hand the attempt back (attempt_base 1, throttles 1); a 500 spends it.
+    assert (delivery.status, delivery.error_code) == ("pending", "HTTP_500")
+    assert (delivery.attempts, delivery.attempt_base, delivery.throttles) == (1, 0, 0)
+
+
+def test_each_push_is_encrypted_under_a_fresh_salt_and_key_pair(wired):
+    sub = wired.subscribe("phone")
+    plaintext = b'{"title":"same"}'
+    bodies = [webpush.encrypt(plaintext, p256dh=sub.p256dh, auth=sub.auth_text) for _ in "ab"]
+    # RFC 8188 §2.1: the header is salt (16 bytes), record size (4), key id length (1), key id.
+    salts = {body[:16] for body in bodies}
+    senders = {body[21 : 21 + body[20]] for body in bodies}
+    assert len(salts) == 2 and len(senders) == 2
+    assert all(
+        decrypt(body, private_key=sub.private_key, auth=sub.auth) == plaintext for body in bodies
+    )
