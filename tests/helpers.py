@@ -187,6 +187,20 @@ def database_url() -> str:
     return f"postgres://{credentials}@{netloc}/{quote(params['dbname'], safe='')}"
 
 
+def backend_pid() -> int:
+    """This thread's connection's server process, as pg_locks names it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def waits_for_a_lock(pid: int) -> bool:
+    """Whether the server process pid waits for a lock another transaction holds."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT FROM pg_locks WHERE pid = %s AND NOT granted)", [pid])
+        return cursor.fetchone()[0]
+
+
 def poll(predicate, *, seconds: float = 10.0, every: float = 0.02):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -174,6 +174,16 @@ def test_a_required_category_may_leave_all_but_one_channel_and_that_one_is_marke
     assert page.count("data-must-stay-on") == 1
 
 
+def test_moving_security_from_email_to_telegram_is_one_save_the_centre_accepts(signed_in, ada):
+    ChannelAddress.objects.create(user=ada, channel="telegram", address="42")
+    channels = preferences.choosable_channels()
+    preferences.choose(ada, choices={("security", ch): False for ch in channels if ch != "email"})
+    moved = [("security", ch) for ch in channels if ch != "telegram"]
+    assert save(signed_in, "choices", grid(off=moved)).status_code == 302
+    stored = preferences.of(ada)
+    assert [ch for ch in channels if stored.enabled("security", ch)] == ["telegram"]
+
+
 def test_unknown_categories_and_channels_in_a_post_are_ignored(signed_in, ada):
     data = {**grid(), "on-nonsense-email": "on", "on-account-pigeon": "on", "on-demo-email": ""}
     assert save(signed_in, "choices", data).status_code == 302

@@ -7,9 +7,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 
 from notifications import subscriptions
 from notifications.models import WEBPUSH, ChannelAddress, PushSubscription
+from tests.helpers import backend_pid, poll, waits_for_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -264,3 +266,35 @@ def test_unsubscribe_all_keeps_one_browser_and_counts_the_others(user):
     assert subscriptions.unsubscribe_all(user, keep="not a url") == 1
     assert not ChannelAddress.objects.exists()
     assert not PushSubscription.objects.exists()
+
+
+def test_two_browsers_subscribing_at_once_cannot_pass_the_cap_together(transactional_db, user):
+    """The last place under the cap is taken in an open transaction while a second browser
+    subscribes on another connection: the second must wait for it and be refused, not count
+    the uncommitted row out and make one too many."""
+    for n in range(subscriptions.MAX_SUBSCRIPTIONS - 1):
+        subscribe(user, f"https://push.example/send/{n}")
+    second: dict = {}
+
+    def subscribe_another_browser():
+        try:
+            second["pid"] = backend_pid()
+            subscribe(user, "https://push.example/send/second")
+        except ValidationError as exc:
+            second["refused"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=subscribe_another_browser)
+    with transaction.atomic():
+        subscribe(user, "https://push.example/send/last")
+        thread.start()
+        # Waiting for this transaction's lock, or (with none to wait for) done already.
+        assert poll(
+            lambda: not thread.is_alive() or ("pid" in second and waits_for_a_lock(second["pid"]))
+        )
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    active = ChannelAddress.objects.filter(user=user, channel=WEBPUSH, is_active=True)
+    assert active.count() == subscriptions.MAX_SUBSCRIPTIONS
+    assert second["refused"].code == "too_many"
