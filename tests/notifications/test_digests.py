@@ -21,6 +21,7 @@ from notifications.models import (
     NotificationDelivery,
     Recipient,
     Status,
+    ThrottleCount,
 )
 from tests.dbclock import database_clock_at
 from tests.helpers import welcome_by_email
@@ -194,3 +195,74 @@ def test_past_the_throttle_events_fold_into_one_digest(django_user_model, settin
     assert last["Subject"] == "7 more notifications in “Your account”"
     assert all(f"n{n}" in body for n in range(3, 10))
     assert Notification.objects.count() == 11  # ten events and one carrier
+
+
+def test_a_send_scheduled_for_tomorrow_is_neither_counted_nor_folded_into_this_hours_throttle(
+    django_user_model, settings
+):
+    settings.NOTIFICATION_THROTTLES = {"account": (1, 3600)}
+    user = django_user_model.objects.create_user("planner", email="planner@example.com")
+    start = datetime(2027, 6, 1, 14, 0, 5, tzinfo=UTC)
+    tomorrow = start + timedelta(days=1)
+    with database_clock_at(start):
+        first = welcome_by_email(user, "now")
+        scheduled = send_notification(
+            user=user,
+            type="welcome",
+            params={"name": "tomorrow"},
+            channels=["email"],
+            send_at=tomorrow,
+        )
+        second = welcome_by_email(user, "again")
+    assert (first.queued, scheduled.queued, second.queued) == (("email",), ("email",), ())
+    assert scheduled.notification.deliveries.get().next_attempt_at == tomorrow
+    # Only the hour's second send is past its limit of one, and only it is in the carrier.
+    [carrier] = carriers()
+    assert second.digested == {"email": carrier.id}
+    assert list(DigestItem.objects.values_list("notification_id", flat=True)) == [
+        second.notification.id
+    ]
+    hour = ThrottleCount.objects.get(user=user, category="account")
+    assert (hour.window_end, hour.sent) == (datetime(2027, 6, 1, 15, tzinfo=UTC), 2)
+
+
+def test_a_required_message_is_never_folded_into_a_throttle_digest(
+    django_user_model, settings
+):
+    # Even a throttle named for the category, or a site-wide one of a single send, is ignored.
+    settings.NOTIFICATION_THROTTLES = {"security": (1, 3600)}
+    settings.NOTIFICATION_THROTTLE_LIMIT = 1
+    user = django_user_model.objects.create_user("locked", email="locked@example.com")
+    results = [
+        send_notification(
+            user=user,
+            type="account.password_reset",
+            params={"username": "locked", "site_name": "v10r", "url": f"https://x/{n}"},
+            channels=["email"],
+        )
+        for n in range(5)
+    ]
+    assert [(r.queued, r.digested) for r in results] == [(("email",), {})] * 5
+    assert not carriers().exists()
+    assert not ThrottleCount.objects.exists()
+
+
+END = datetime(2027, 6, 1, 15, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"user_id": 2},
+        {"kind": digests.THROTTLE_KIND},
+        {"category": "security"},
+        {"end": END + timedelta(hours=1)},
+    ],
+    ids=["user", "kind", "category", "window"],
+)
+def test_carriers_differing_in_any_one_part_have_distinct_ids(other):
+    # One recipient's digests of two categories in one window and channel are two carriers:
+    # one id would put both categories' items in the first one made.
+    one = {"user_id": 1, "kind": digests.DIGEST_KIND, "category": "account", "end": END}
+    assert digests.carrier_id(**one) != digests.carrier_id(**(one | other))
+    assert digests.carrier_id(**one) == digests.carrier_id(**dict(one))

@@ -82,6 +82,18 @@ def test_a_channel_without_an_address_is_written_as_skipped_no_address(db, djang
     assert enqueued.skipped == {"email": "no_address", "telegram": "no_address"}
 
 
+def test_a_channel_opted_out_of_with_no_address_on_it_is_skipped_no_address(db, user):
+    # No address is the reason it cannot go, whatever the choice: telling staff the user
+    # opted out would send them to the wrong setting.
+    preferences.choose(user, choices={("account", "telegram"): False})
+    enqueued = welcome(user, channels=["telegram", "recording"])
+    assert (enqueued.queued, enqueued.skipped) == (("recording",), {"telegram": "no_address"})
+    assert rows(enqueued.notification) == [
+        ("recording", "pending", ""),
+        ("telegram", "skipped", "no_address"),
+    ]
+
+
 def test_a_turned_off_address_is_written_as_skipped_channel_off(db, user):
     ChannelAddress.objects.create(user=user, channel="telegram", address="42", is_active=False)
     enqueued = welcome(user, channels=["telegram"])
@@ -128,6 +140,21 @@ def test_a_required_category_keeps_its_first_reachable_channel_whatever_is_store
     enqueued = reset(user, channels=["telegram", "email"])
     assert enqueued.queued == ("email",)
     assert enqueued.skipped == {"telegram": "no_address"}
+
+
+def test_a_required_category_opted_out_everywhere_is_kept_on_a_channel_with_an_address(db, user):
+    # Written some other way than the centre: security off on telegram (where the user has
+    # no chat id) and on email (where they have an address). The one kept on is email.
+    for channel in ("telegram", "email"):
+        ChannelPreference.objects.create(
+            user=user, category="security", channel=channel, enabled=False
+        )
+    enqueued = reset(user, channels=["telegram", "email"])
+    assert (enqueued.queued, enqueued.skipped) == (("email",), {"telegram": "no_address"})
+    assert rows(enqueued.notification) == [
+        ("email", "pending", ""),
+        ("telegram", "skipped", "no_address"),
+    ]
 
 
 def test_a_required_category_with_another_channel_on_keeps_the_opt_out(db, user):
