@@ -72,6 +72,20 @@ def test_the_run_permission_without_the_view_permission_runs_nothing(
     assert not JobRun.objects.exists()
 
 
+@pytest.mark.parametrize("permissions", [(), ("run_job",)], ids=["none", "run-only"])
+def test_the_jobs_page_is_not_shown_to_staff_without_the_view_permission(
+    django_user_model, client, only, collected_static, permissions
+):
+    only(COUNT)
+    user = django_user_model.objects.create_user("ops", password="x", is_staff=True)
+    for codename in permissions:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    client.force_login(user)
+    response = client.get(SCHEDULE)
+    assert response.status_code == 403
+    assert "A job of the tests." not in response.content.decode()
+
+
 def test_a_staff_member_with_the_run_permission_runs_a_job_recorded_as_the_admins(staff, only):
     only(COUNT)
     staff.grant("run_job")

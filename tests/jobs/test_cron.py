@@ -95,6 +95,17 @@ def test_a_failed_run_answers_502_and_a_skipped_one_409(client, db, auth, only):
     assert skipped.json()["result"]["reason"] == "already running"
 
 
+def test_a_sweep_in_which_one_job_failed_answers_502_listing_every_run(client, db, auth, only):
+    # docs/jobs.md: 502 when a run failed; a cron service counts the sweep as failed.
+    only(COUNT, sample.make("test-fail", sample.fail))
+    response = client.post("/cron/jobs/due", **auth)
+    assert response.status_code == 502
+    assert sorted((run["slug"], run["status"]) for run in response.json()["runs"]) == [
+        ("test-count", "succeeded"),
+        ("test-fail", "failed"),
+    ]
+
+
 @pytest.mark.parametrize("method", ["put", "delete", "patch"])
 def test_other_methods_are_refused(client, db, auth, method):
     assert getattr(client, method)("/cron/jobs/due", **auth).status_code == 405

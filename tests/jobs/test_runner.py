@@ -7,11 +7,12 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import cadence, runner
 from jobs.models import JobRun, Status, Trigger
+from tests.helpers import poll
 from tests.jobs import sample
 
 EVERY_FIVE = sample.make("test-every-five", sample.count, cron="*/5 * * * *")
@@ -201,3 +202,99 @@ def test_the_prune_job_meeting_another_prune_succeeds_saying_so_and_still_prunes
     assert outcome.result["pruned_by_another"].startswith("another prune is running")
     assert outcome.result["job_runs"] == 1
     assert not JobRun.objects.filter(pk=old.pk).exists()
+
+
+def run_in_a_thread(job, *, found: list) -> threading.Thread:
+    """Run job as a web request's thread runs it (Run now, the visitors' demo): no timer
+    signal can stop it there."""
+
+    def in_a_thread():
+        try:
+            found.append(runner.run(job, trigger=Trigger.ADMIN))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    return thread
+
+
+def test_a_run_found_abandoned_is_not_rewritten_succeeded_when_its_process_finishes(
+    transactional_db, tmp_path, monkeypatch
+):
+    release = tmp_path / "release"
+    monkeypatch.setenv("JOB_RELEASE", str(release))
+    found: list = []
+    thread = run_in_a_thread(sample.HOLD, found=found)
+    try:
+        assert poll(lambda: JobRun.objects.filter(status=Status.RUNNING).exists())
+        # Its renewals stopped reaching the database a while (a partition, a paused host):
+        # the lease lapsed, and another process's trigger marked the run abandoned.
+        with transaction.atomic():
+            JobRun.objects.filter(status=Status.RUNNING).update(
+                lease_expires_at=timezone.now() - timedelta(seconds=1)
+            )
+            assert runner.reap(sample.HOLD.slug) == [(sample.HOLD.slug, Status.ABANDONED)]
+        marked = JobRun.objects.get()
+    finally:
+        release.touch()
+        thread.join(timeout=30)
+    [outcome] = found
+    assert outcome.status == Status.ABANDONED
+    stored = JobRun.objects.get()
+    assert (stored.status, stored.error, stored.finished_at, stored.result) == (
+        Status.ABANDONED,
+        marked.error,
+        marked.finished_at,
+        {},
+    )
+
+
+def test_a_run_in_a_thread_past_its_time_limit_stops_renewing_its_lease(
+    transactional_db, tmp_path, monkeypatch, settings
+):
+    # A lease of 0.6 s, renewed every 0.2 s while the run is within its limit of 0.3 s.
+    settings.JOBS_LEASE_SECONDS = 0.6
+    release = tmp_path / "release"
+    monkeypatch.setenv("JOB_RELEASE", str(release))
+    found: list = []
+    thread = run_in_a_thread(sample.make("test-hold", sample.hold, seconds=0.3), found=found)
+
+    def lapsed() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT EXISTS (SELECT FROM jobs.runs WHERE status = 'running'"
+                " AND lease_expires_at < now())"
+            )
+            return cursor.fetchone()[0]
+
+    try:
+        # Still running past its limit, and the lease left to lapse for the next trigger.
+        assert poll(lapsed, seconds=10)
+    finally:
+        release.touch()
+        thread.join(timeout=30)
+    [outcome] = found
+    assert outcome.status == Status.TIMED_OUT
+    assert JobRun.objects.get().status == Status.TIMED_OUT
+
+
+def test_a_sweep_finding_a_long_run_still_under_way_records_nothing(db, only):
+    # Due every minute, and still at its run of ten minutes ago, its lease renewed a moment
+    # ago: the sweep neither starts it again nor writes a skipped row each minute.
+    long = sample.make("test-long", sample.count, cron="* * * * *", seconds=3600)
+    only(long)
+    now = timezone.now()
+    JobRun.objects.create(
+        slug=long.slug,
+        trigger=Trigger.SCHEDULER,
+        status=Status.RUNNING,
+        started_at=now - timedelta(minutes=10),
+        deadline_at=now + timedelta(minutes=50),
+        lease_expires_at=now + timedelta(seconds=30),
+        host="elsewhere",
+        pid=1,
+    )
+    assert runner.due(long, slot_at=cadence.previous(long.cron, now=now)) is False
+    assert runner.sweep(trigger=Trigger.SCHEDULER) == []
+    assert list(JobRun.objects.values_list("status", flat=True)) == [Status.RUNNING]
