@@ -68,11 +68,13 @@ def test_a_hold_delays_every_later_slot_and_never_pulls_one_earlier(db):
 
 def test_concurrent_drains_never_share_a_slot(transactional_db):
     """Eight threads, each on its own connection, reserve at once; had two of them read the
-    same next_slot_at, the key's clock would have moved less than the slots handed out."""
-    # Slower than the test runs: the key's clock stays ahead of now throughout, so it moves
-    # by exactly the slots granted.
-    rate, rounds = 10.0, 25
+    same next_slot_at, they would have been handed the same slots."""
+    # Slower than the test runs: the key's clock stays ahead of now throughout, so every
+    # reservation follows on from the one before. A second apart, so that where this process
+    # places a slot on its own clock (within milliseconds) cannot blur two into one.
+    rate, rounds = 1.0, 25
     granted: list[int] = []
+    slots: list[float] = []
     lock = threading.Lock()
     start = threading.Barrier(8)
 
@@ -80,13 +82,14 @@ def test_concurrent_drains_never_share_a_slot(transactional_db):
         try:
             start.wait()
             for _ in range(rounds):
-                got = pacing.reserve("shared", rate=rate, count=3, horizon=600)
+                got = pacing.reserve("shared", rate=rate, count=3, horizon=3600)
                 with lock:
                     granted.append(len(got.starts))
+                    slots.extend(got.now_at + start for start in got.starts)
         finally:
             connection.close()
 
-    pacing.reserve("shared", rate=rate, count=1, horizon=600)  # the row exists: see RESERVE_SQL
+    pacing.reserve("shared", rate=rate, count=1, horizon=3600)  # the row exists: see RESERVE_SQL
     before = next_slot("shared")
     threads = [threading.Thread(target=drain) for _ in range(8)]
     for thread in threads:
@@ -95,6 +98,11 @@ def test_concurrent_drains_never_share_a_slot(transactional_db):
         thread.join()
     assert sum(granted) == 8 * rounds * 3
     assert next_slot("shared") - before == pytest.approx(sum(granted) / rate, abs=0.001)
+    # Every slot handed out is one interval after the one before it, whoever was given it:
+    # none shared, none overlapping.
+    slots.sort()
+    gaps = [later - earlier for earlier, later in zip(slots, slots[1:], strict=False)]
+    assert gaps == pytest.approx([1 / rate] * (len(slots) - 1), abs=0.25)
 
 
 def test_drains_first_using_a_key_at_once_are_each_granted_their_slots(transactional_db):
