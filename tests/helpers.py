@@ -160,9 +160,12 @@ def next_slot(key: str) -> float:
     return _slot_seconds(key, since="'epoch'::timestamptz")
 
 
-def seconds_until_next_slot(key: str) -> float:
-    """How far ahead of the database's clock the pacing key's next slot stands."""
-    return _slot_seconds(key, since="clock_timestamp()")
+def database_clock() -> float:
+    """The database's clock as it reads now (clock_timestamp(), not the transaction's start),
+    as seconds since the epoch: the clock the pacing keys' slots are on."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+        return float(cursor.fetchone()[0])
 
 
 def update_delivery(delivery_id: int, assignments: str) -> None:
