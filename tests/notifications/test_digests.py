@@ -226,9 +226,7 @@ def test_a_send_scheduled_for_tomorrow_is_neither_counted_nor_folded_into_this_h
     assert (hour.window_end, hour.sent) == (datetime(2027, 6, 1, 15, tzinfo=UTC), 2)
 
 
-def test_a_required_message_is_never_folded_into_a_throttle_digest(
-    django_user_model, settings
-):
+def test_a_required_message_is_never_folded_into_a_throttle_digest(django_user_model, settings):
     # Even a throttle named for the category, or a site-wide one of a single send, is ignored.
     settings.NOTIFICATION_THROTTLES = {"security": (1, 3600)}
     settings.NOTIFICATION_THROTTLE_LIMIT = 1

@@ -19,8 +19,7 @@ def security_only_on(user, *kept: str) -> None:
     preferences.choose(
         user,
         choices={
-            ("security", channel): channel in kept
-            for channel in preferences.choosable_channels()
+            ("security", channel): channel in kept for channel in preferences.choosable_channels()
         },
     )
 
