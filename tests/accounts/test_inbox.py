@@ -514,3 +514,98 @@ def test_refusals_are_private_to_their_user_too(signed_in):
         assert response.status_code == 400
         assert "private" in response["Cache-Control"]
         assert "Cookie" in response["Vary"]
+
+
+# --- Times in the reader's zone ---------------------------------------------------------------
+
+
+def test_entries_are_dated_in_the_readers_saved_time_zone_and_the_page_says_which(signed_in, ada):
+    from notifications.models import Recipient
+
+    put(ada)  # T0: 12:00 UTC
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    body = signed_in.get(INBOX).content.decode()
+    assert 'datetime="2026-03-01T21:00:00+09:00"' in body
+    assert 'data-time-zone="Asia/Tokyo"' in body
+    assert "Times in Asia/Tokyo" in html.unescape(body)
+
+
+def test_without_a_saved_zone_entries_are_dated_in_the_sites_zone_and_say_so(signed_in, ada):
+    put(ada)
+    body = signed_in.get(INBOX).content.decode()
+    assert 'datetime="2026-03-01T12:00:00+00:00"' in body
+    assert 'data-time-zone="UTC"' in body
+
+
+def test_one_readers_zone_does_not_outlive_their_request(signed_in, ada, bob):
+    from django.utils import timezone
+
+    from notifications.models import Recipient
+
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    signed_in.get(INBOX)
+    assert timezone.get_current_timezone_name() == "UTC"
+    put(bob)
+    other = Client()
+    other.force_login(bob)
+    assert 'datetime="2026-03-01T12:00:00+00:00"' in other.get(INBOX).content.decode()
+
+
+# --- Links in a message's body ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        # A URL in a sentence: the full stop is the sentence's.
+        (
+            "See https://example.com/a?b=1&c=2.",
+            'See <a href="https://example.com/a?b=1&amp;c=2" rel="nofollow noopener">'
+            "https://example.com/a?b=1&amp;c=2</a>.",
+        ),
+        # In prose parentheses; a parenthesis of the URL's own stays.
+        (
+            "(http://example.com/wiki/A_(b))",
+            '(<a href="http://example.com/wiki/A_(b)" rel="nofollow noopener">'
+            "http://example.com/wiki/A_(b)</a>)",
+        ),
+        # Markup in the text stays text, inside and outside the URL.
+        (
+            '<b>x</b> https://example.com/"><script>',
+            '&lt;b&gt;x&lt;/b&gt; <a href="https://example.com/" rel="nofollow noopener">'
+            "https://example.com/</a>&quot;&gt;&lt;script&gt;",
+        ),
+        # Other schemes, bare domains and addresses are not links.
+        (
+            "javascript:alert(1) data:text/html,x example.com ada@example.com",
+            "javascript:alert(1) data:text/html,x example.com ada@example.com",
+        ),
+        (
+            "«https://example.com/путь»",
+            '«<a href="https://example.com/путь" rel="nofollow '
+            'noopener">https://example.com/путь</a>»',
+        ),
+        ("http:// and http://[::1 lead nowhere", "http:// and http://[::1 lead nowhere"),
+    ],
+)
+def test_urls_in_a_body_become_links_and_nothing_else_does(body, shown):
+    from accounts.templatetags.links import link_urls
+
+    assert link_urls(body) == shown
+
+
+def test_the_inbox_links_the_urls_in_an_entrys_body(signed_in, ada):
+    put(
+        ada,
+        key="account.password_reset",
+        params={
+            "username": "ada",
+            "site_name": "v10r",
+            "url": "https://v10r.example/reset/x/",
+        },
+    )
+    body = signed_in.get(INBOX).content.decode()
+    assert (
+        '<a href="https://v10r.example/reset/x/" rel="nofollow noopener">'
+        "https://v10r.example/reset/x/</a>" in body
+    )
