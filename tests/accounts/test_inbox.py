@@ -551,6 +551,16 @@ def test_one_readers_zone_does_not_outlive_their_request(signed_in, ada, bob):
     assert 'datetime="2026-03-01T12:00:00+00:00"' in other.get(INBOX).content.decode()
 
 
+def test_a_page_that_shows_no_time_reads_no_zone_and_stays_the_same_for_everyone(signed_in, ada):
+    from notifications.models import Recipient
+
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    # The service worker keeps the offline page only while it does not vary on the cookie.
+    response = signed_in.get("/offline/", HTTP_SEC_FETCH_MODE="same-origin")
+    assert response.status_code == 200
+    assert "Cookie" not in response.get("Vary", "")
+
+
 # --- Links in a message's body ----------------------------------------------------------------
 
 
