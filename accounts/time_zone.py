@@ -72,6 +72,11 @@ class ReaderZone(tzinfo):
     def __repr__(self) -> str:
         return f"ReaderZone({self})"
 
+    def __reduce__(self):
+        # A copy or a pickle of a time shown to the reader carries the zone itself, never the
+        # request this one holds.
+        return (zoneinfo.ZoneInfo, (str(self),))
+
 
 class TimeZoneMiddleware:
     """Activate the request's reader's zone (read once, and only if a time is shown).

@@ -68,3 +68,15 @@ def test_the_admin_shows_times_in_the_staff_members_zone_and_says_which(admin_cl
     body = admin_client.get("/de/admin/").content.decode()
     assert 'data-time-zone="America/New_York"' in body
     assert "Alle Zeiten in der Zeitzone America/New_York." in body
+
+
+def test_a_copy_or_a_pickle_of_a_shown_time_carries_the_zone_not_the_request(django_user_model):
+    import copy
+    import pickle
+
+    ada = django_user_model.objects.create_user("ada")
+    Recipient.objects.create(user=ada, time_zone="Europe/Berlin")
+    shown = datetime(2026, 7, 15, 12, 0, tzinfo=UTC).astimezone(zone_of(ada))
+    for again in (copy.deepcopy(shown), pickle.loads(pickle.dumps(shown))):
+        assert again.tzinfo is BERLIN
+        assert again == shown and again.utcoffset() == timedelta(hours=2)
