@@ -398,7 +398,8 @@ MIDDLEWARE = [
     # Outside everything that sets a cookie (sessions, CSRF, messages, views), to see them all.
     "core.middleware.PrivateCookieResponsesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
+    # Django's LocaleMiddleware, and on arrival the visitor's choice or browser's language.
+    "v10r.language.LanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     # After the locale, so the 400 page is in the visitor's language.
     "core.middleware.NulInQueryMiddleware",
@@ -406,6 +407,8 @@ MIDDLEWARE = [
     "core.middleware.RateLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After the user is known: times in the signed-in reader's saved zone.
+    "accounts.time_zone.TimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -490,6 +493,11 @@ LANGUAGES = [
     ("de", _("German")),
 ]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# The visitor's choice of language, kept for a year (v10r/language.py).
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_HTTPONLY = True
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_SECURE = _SECURE_COOKIES
 USE_I18N = True
 USE_TZ = True
 TIME_ZONE = "UTC"

@@ -38,11 +38,21 @@ function newestShown(list) {
   return first ? first.dataset.cursor : null;
 }
 
+// The word after the count agrees with it ("1 непрочитанное", "5 непрочитанных"): the
+// page carries the word for each plural category, and the browser names the count's.
+function unreadWord(text, word) {
+  const number = text.endsWith("+") ? Number.parseInt(text, 10) + 1 : Number(text);
+  const category = new Intl.PluralRules(document.documentElement.lang).select(number);
+  return ` ${word.dataset[category] ?? word.dataset.other}`;
+}
+
 function showBadge(text) {
   const badge = document.querySelector("[data-inbox-badge]");
   const count = badge && badge.querySelector("[data-inbox-count]");
   if (!count) return;
   if (count.textContent !== text) count.textContent = text;
+  const word = badge.querySelector("[data-inbox-unread-word]");
+  if (word && text) word.textContent = unreadWord(text, word);
   badge.hidden = text === "";
 }
 
