@@ -394,3 +394,16 @@ def test_a_provider_rate_is_zero_or_at_least_one_send_in_a_thousand_seconds(monk
     )
     with pytest.raises(SettingError, match=r"^DELIVERY_RATE_TELEGRAM=1e-09 is slower than one"):
         read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="1e-9")
+
+
+def test_the_suite_hashes_passwords_quickly_and_the_site_does_not(db, django_user_model):
+    # tests/conftest.py's quick_hashes: MD5 for every test that does not ask for the real one.
+    user = django_user_model.objects.create_user("quick", password="a long enough secret")
+    assert user.password.startswith("md5$")
+
+
+@pytest.mark.real_password_hasher
+def test_a_test_that_asks_for_the_real_hasher_gets_the_sites_own(db, django_user_model):
+    user = django_user_model.objects.create_user("real", password="a long enough secret")
+    assert user.password.startswith("pbkdf2_sha256$")
+    assert user.check_password("a long enough secret")
