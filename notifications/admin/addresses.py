@@ -78,7 +78,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         say how long the round trip took: the dashboard's "Probe" button."""
         if request.method != "POST":
             raise Http404
-        if not self.has_view_permission(request):
+        if not self.has_probe_permission(request):
             raise PermissionDenied
         channel = channels.get(name) if name in settings.DELIVERY_CHANNELS else None
         if channel is None or not hasattr(channel, "probe"):
@@ -100,6 +100,9 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
                 messages.SUCCESS,
             )
         return HttpResponseRedirect(reverse("admin:index"))
+
+    def has_probe_permission(self, request) -> bool:
+        return request.user.has_perm("notifications.probe_channel")
 
     def has_add_permission(self, request, obj=None):
         return admin.ModelAdmin.has_add_permission(self, request)

@@ -127,6 +127,35 @@ def test_the_dashboard_probes_a_bot_and_shows_the_round_trip(staff, settings):
         peer.stop()
 
 
+def test_only_staff_with_the_probe_permission_make_the_site_call_a_provider(
+    client, django_user_model, settings
+):
+    from django.contrib.auth.models import Permission
+
+    from notifications import channels
+
+    peer = TelegramPeer(token="1:t")
+    settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "1:t", peer.base_url
+    channels._load.cache_clear()
+    looker = django_user_model.objects.create_user("looker", is_staff=True)
+    looker.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client.force_login(looker)
+    probe = "/admin/notifications/channeladdress/probe/telegram/"
+    try:
+        assert "data-probe=" not in client.get("/admin/").content.decode()
+        assert client.post(probe).status_code == 403
+        assert peer.requests == []  # refused before the site called anyone
+        looker.user_permissions.add(Permission.objects.get(codename="probe_channel"))
+        assert 'data-probe="telegram"' in client.get("/admin/").content.decode()
+        answered = client.post(probe, follow=True).content.decode()
+        assert "Telegram: @v10r_bot answered in" in answered
+        assert [request.path for request in peer.requests] == ["/bot1:t/getMe"]
+    finally:
+        channels.get("telegram").close()
+        channels._load.cache_clear()
+        peer.stop()
+
+
 def form(user, channel: str, address: str, *, active: bool = True) -> dict:
     data = {
         "user": user.pk,
