@@ -70,6 +70,9 @@ DEFAULTS = {
     # is far above what a person clicking (and the page's polling) needs.
     "REQUEST_RATE": "10r/s",
     "REQUEST_BURST": "40",
+    # Inbox state polls inside gunicorn at once, all clients together: half the threads of
+    # one process of deploy/gunicorn.conf.py (four), the fewest it runs.
+    "INBOX_STATE_CONNECTIONS": "2",
 }
 
 
