@@ -348,6 +348,17 @@ V10R_TRUSTED_PROXIES = environment.whole_number(
     "V10R_TRUSTED_PROXIES", default=0, minimum=0, maximum=10, why="ten proxies in a row"
 )
 
+# The inbox's state (accounts/inbox_views.py), polled every 1.5 s by each open page of a
+# signed-in user (40 a minute): polls per account per minute, whatever the client, so that
+# many addresses polling one account cannot turn its polls into load on everyone.
+INBOX_STATE_POLLS_PER_MINUTE = environment.whole_number(
+    "INBOX_STATE_POLLS_PER_MINUTE",
+    default=200,
+    minimum=40,
+    maximum=10_000,
+    why="at least one open page's 40 a minute",
+)
+
 # Where this deployment runs; overrides the detection in core/platform.py.
 V10R_PLATFORM = environment.choice("V10R_PLATFORM", known=platform.PLATFORMS)
 

@@ -514,3 +514,34 @@ def test_refusals_are_private_to_their_user_too(signed_in):
         assert response.status_code == 400
         assert "private" in response["Cache-Control"]
         assert "Cookie" in response["Vary"]
+
+
+# --- The state's limit per account --------------------------------------------------------
+
+STATE = "/account/inbox/state/"
+
+
+def test_the_state_is_limited_per_account_whatever_address_asks(signed_in, ada, bob, settings):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 3
+    # One session's cookie copied to many addresses: each within its own per-client limits.
+    answers = [signed_in.get(STATE, REMOTE_ADDR=f"192.0.2.{n}") for n in range(1, 5)]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 429]
+    refused = answers[-1]
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert refused.json() == {
+        "error": "Your inbox was asked for too often; the page asks again in "
+        f"{refused['Retry-After']} s."
+    }
+    assert "private" in refused["Cache-Control"]
+    # Another account polls on, from the same addresses.
+    other = Client()
+    other.force_login(bob)
+    assert other.get(STATE, REMOTE_ADDR="192.0.2.4").status_code == 200
+
+
+def test_a_refused_poll_reads_no_state(signed_in, settings, django_assert_max_num_queries):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 1
+    assert signed_in.get(STATE).status_code == 200
+    # The session, the user and the hit; not the inbox's state.
+    with django_assert_max_num_queries(3):
+        assert signed_in.get(STATE).status_code == 429

@@ -89,6 +89,7 @@ BOUNDS = [
     ("CRON_DRAIN_SECONDS", "1", "0.5", "50", "50.1"),
     ("DJANGO_HSTS_SECONDS", "0", "-1", "63072000", "63072001"),
     ("V10R_TRUSTED_PROXIES", "0", "-1", "10", "11"),
+    ("INBOX_STATE_POLLS_PER_MINUTE", "40", "39", "10000", "10001"),
     ("OUTBOX_KEEP_SENT_DAYS", "1", "0", "36500", "36501"),
     ("OUTBOX_KEEP_FINISHED_DAYS", "1", "0", "36500", "36501"),
     ("OUTBOX_PRUNE_BATCH", "1", "0", "100000", "100001"),
