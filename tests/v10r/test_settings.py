@@ -395,3 +395,19 @@ def test_a_provider_rate_is_zero_or_at_least_one_send_in_a_thousand_seconds(monk
     )
     with pytest.raises(SettingError, match=r"^DELIVERY_RATE_TELEGRAM=1e-09 is slower than one"):
         read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="1e-9")
+
+
+@pytest.mark.parametrize(
+    ("value", "read"), [(None, (443,)), ("443", (443,)), (" 443, 8443 ,443", (443, 8443))]
+)
+def test_push_endpoint_ports_are_a_list_of_ports(monkeypatch, value, read):
+    extra = {} if value is None else {"WEBPUSH_ENDPOINT_PORTS": value}
+    assert read_settings(monkeypatch, **extra)["WEBPUSH_ENDPOINT_PORTS"] == read
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "https", "443;8443", "-1"])
+def test_a_push_endpoint_port_that_is_no_port_is_refused(monkeypatch, value):
+    with pytest.raises(SettingError) as refused:
+        read_settings(monkeypatch, WEBPUSH_ENDPOINT_PORTS=value)
+    assert str(refused.value).startswith(f"WEBPUSH_ENDPOINT_PORTS={value!r}: ")
+    assert "is not a port from 1 to 65535" in str(refused.value)
