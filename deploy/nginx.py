@@ -73,6 +73,8 @@ DEFAULTS = {
     # Inbox state polls inside gunicorn at once, all clients together: half the threads of
     # one process of deploy/gunicorn.conf.py (four), the fewest it runs.
     "INBOX_STATE_CONNECTIONS": "2",
+    # Inbox state polls a second per session (an open page asks every 1.5 s).
+    "INBOX_STATE_SESSION_RATE": "4r/s",
 }
 
 

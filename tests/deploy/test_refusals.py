@@ -142,3 +142,18 @@ def test_inbox_state_polls_are_capped_for_all_clients_together_and_pages_are_not
         lambda: clients.get(proxy.port, STATE, timeout=10, source="127.0.0.2").status == 403,
         seconds=5,
     )
+
+
+def test_inbox_state_polls_of_one_session_are_limited_by_nginx_from_any_address(gunicorn, nginx):
+    proxy = nginx(INBOX_STATE_SESSION_RATE="1r/m", CONNECTIONS_PER_CLIENT="500")
+
+    def poll_from(n: int, session: str) -> clients.Response:
+        # The session needs no account: nginx counts the cookie, the app then answers 403.
+        headers = {"Cookie": f"sessionid={session}"}
+        return clients.get(proxy.port, STATE, timeout=10, headers=headers, source=f"127.0.4.{n}")
+
+    # One a minute and a burst of 20: the 22nd is refused, whichever address it comes from.
+    answers = [poll_from(n, "copied") for n in range(1, 23)]
+    assert [answer.status for answer in answers] == [403] * 21 + [429]
+    assert answers[-1].headers["retry-after"] == "1"
+    assert poll_from(23, "another").status == 403
