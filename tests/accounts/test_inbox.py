@@ -545,3 +545,11 @@ def test_a_refused_poll_reads_no_state(signed_in, settings, django_assert_max_nu
     # The session, the user and the hit; not the inbox's state.
     with django_assert_max_num_queries(3):
         assert signed_in.get(STATE).status_code == 429
+
+
+def test_a_refused_poll_says_why_in_the_pages_language(signed_in, settings):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 1
+    signed_in.get("/ru" + STATE)
+    refused = signed_in.get("/ru" + STATE)
+    assert refused.status_code == 429
+    assert refused.json()["error"].startswith("Входящие запрашивались слишком часто")

@@ -282,3 +282,13 @@ def test_an_endpoint_on_a_port_of_the_configured_list_is_taken(user, settings):
     assert subscribe(user, "https://push.example/send/def").address == (
         "https://push.example/send/def"
     )
+
+
+def test_a_refused_port_is_said_in_the_users_language(user):
+    from django.utils import translation
+
+    with translation.override("de"), pytest.raises(ValidationError) as refused:
+        subscribe(user, "https://push.example:8443/send/abc")
+    assert refused.value.messages == [
+        "Der Port des Endpunkts ist 8443; Push-Dienste werden nur über Port 443 erreicht."
+    ]

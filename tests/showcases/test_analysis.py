@@ -970,6 +970,10 @@ def _over_its_price(client, one_slot, monkeypatch) -> bytes:
     return one_bit_bomb()
 
 
+def _interlaced_over_its_price(client, one_slot, monkeypatch) -> bytes:
+    return with_png_size(one_bit_png((64, 48), interlaced=True), (6000, 6000))
+
+
 def _every_slot_taken(client, one_slot, monkeypatch) -> bytes:
     one_slot.acquire()
     return small_png()
@@ -988,6 +992,8 @@ REFUSALS = [
     (_too_many_parts, 413, "/de", "zu vielen Teilen"),
     (_over_its_price, 413, "/ru", "В этом изображении PNG 50 Мп"),
     (_over_its_price, 413, "/de", "Dieses PNG-Bild hat 50 Megapixel"),
+    (_interlaced_over_its_price, 413, "/ru", "Это чересстрочный PNG на 36 Мп"),
+    (_interlaced_over_its_price, 413, "/de", "Dieses PNG ist interlaced und hat 36 Megapixel"),
     (
         _every_slot_taken,
         429,

@@ -281,3 +281,19 @@ def test_the_log_keeps_the_sites_own_runs_in_view_under_a_flood_of_demo_runs(cli
     assert body.count(f'data-run-slug="{demo_job.SLUG}"') == jobs_page.DEMO_SHOWN
     # Newest first, the visitors' latest on top.
     assert shown[0] == JobRun.objects.filter(slug=demo_job.SLUG).first().pk
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("ru", "Посетители исчерпали общий лимит запусков демо-задачи (1 в минуту)"),
+        ("de", "Besucher haben den Demo-Job in der letzten Minute 1-mal ausgeführt"),
+    ],
+)
+def test_the_site_wide_cap_is_said_in_the_visitors_language(client, monkeypatch, language, said):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 1)
+    url = PREFIX[language] + PAGE + "demo/"
+    assert client.post(url, HTTP_HX_REQUEST="true", REMOTE_ADDR="192.0.2.1").status_code == 200
+    refused = client.post(url, HTTP_HX_REQUEST="true", REMOTE_ADDR="192.0.2.2")
+    assert refused.status_code == 429
+    assert said in html.unescape(refused.content.decode())
