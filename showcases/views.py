@@ -120,6 +120,10 @@ def _demo_messages() -> dict:
         "serverStatus": _(
             "The server answered with an error ({status}) and no explanation. Try again later."
         ),
+        "serverTooMany": _(
+            "The server is getting too many requests from this address; try again in a "
+            "second. The two browser lanes can still run it."
+        ),
         # Results.
         "caption": _("{width} × {height} px, {size}"),
         "pixels": _("{width} × {height} px"),

@@ -651,3 +651,42 @@ def test_the_inbox_links_the_urls_in_an_entrys_body(signed_in, ada):
         '<a href="https://v10r.example/reset/x/" rel="nofollow noopener">'
         "https://v10r.example/reset/x/</a>" in body
     )
+
+
+# --- The state's limit per account --------------------------------------------------------
+
+STATE = "/account/inbox/state/"
+
+
+def test_the_state_is_limited_per_account_whatever_address_asks(signed_in, ada, bob, settings):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 3
+    # One session's cookie copied to many addresses: each within its own per-client limits.
+    answers = [signed_in.get(STATE, REMOTE_ADDR=f"192.0.2.{n}") for n in range(1, 5)]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 429]
+    refused = answers[-1]
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert refused.json() == {
+        "error": "Your inbox was asked for too often; the page asks again in "
+        f"{refused['Retry-After']} s."
+    }
+    assert "private" in refused["Cache-Control"]
+    # Another account polls on, from the same addresses.
+    other = Client()
+    other.force_login(bob)
+    assert other.get(STATE, REMOTE_ADDR="192.0.2.4").status_code == 200
+
+
+def test_a_refused_poll_reads_no_state(signed_in, settings, django_assert_max_num_queries):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 1
+    assert signed_in.get(STATE).status_code == 200
+    # The session, the user and the hit; not the inbox's state.
+    with django_assert_max_num_queries(3):
+        assert signed_in.get(STATE).status_code == 429
+
+
+def test_a_refused_poll_says_why_in_the_pages_language(signed_in, settings):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 1
+    signed_in.get("/ru" + STATE)
+    refused = signed_in.get("/ru" + STATE)
+    assert refused.status_code == 429
+    assert refused.json()["error"].startswith("Входящие запрашивались слишком часто")

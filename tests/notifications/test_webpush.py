@@ -147,6 +147,8 @@ def wired(settings, peer):
         setattr(settings, name, value)
     settings.WEBPUSH_ALLOW_LOOPBACK = True
     settings.WEBPUSH_CA_FILE = str(peer.ca_file)
+    # The peer listens on a free port, not 443.
+    settings.WEBPUSH_ENDPOINT_PORTS = (443, peer.port)
     channels._load.cache_clear()
     yield peer
     for channel in channels.configured().values():
@@ -244,6 +246,19 @@ def test_two_devices_both_receive_and_a_gone_one_alone_is_deactivated(
     assert row().status == "sent"
     active = set(ChannelAddress.objects.filter(is_active=True).values_list("pk", flat=True))
     assert active == {phone.pk, laptop.pk}
+
+
+def test_an_endpoint_on_a_port_no_longer_allowed_is_refused_at_send(
+    transactional_db, wired, settings, user
+):
+    settings.WEBPUSH_ENDPOINT_PORTS = (443,)
+    channels._load.cache_clear()
+    device(user, wired, "phone")  # stored while its port was allowed
+    notify(user, channels=["webpush"])
+    drain()
+    assert (row().status, row().error_code) == ("failed", "WEBPUSH_PORT")
+    assert f"port {wired.port}" in row().error_message
+    assert wired.pushes == [] and wired.accepted == 0
 
 
 def test_an_endpoint_on_a_private_address_is_refused_at_send(

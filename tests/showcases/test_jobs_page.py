@@ -4,6 +4,7 @@ demo job a visitor runs in the request, behind the same rate-limit door as Try i
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 
@@ -309,3 +310,70 @@ def test_a_signed_in_reader_sees_the_runs_in_their_zone_and_is_told_which(
     signed_in = client.get(PAGE).content.decode()
     assert 'data-time-zone="Asia/Tokyo"' in signed_in
     assert 'datetime="2026-01-01T09:00:00+09:00"' in signed_in
+
+
+def test_visitors_together_are_capped_site_wide_with_429_and_retry_after(client, monkeypatch):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 2)
+    # Each visitor from an address of its own, every one well within its own limit.
+    codes = [
+        client.post(PAGE + "demo/", HTTP_HX_REQUEST="true", REMOTE_ADDR=f"192.0.2.{n}")
+        for n in range(1, 4)
+    ]
+    assert [response.status_code for response in codes] == [200, 200, 429]
+    refused = codes[-1]
+    assert 55 <= int(refused["Retry-After"]) <= 60  # until the first run is a minute old
+    assert refused["X-Jobs-Fragment"] == "refused"
+    assert (
+        "Visitors have run the demo job 2 times in the last minute, as often as the site "
+        "allows; try again in"
+    ) in html.unescape(refused.content.decode())
+    assert JobRun.objects.filter(slug=demo_job.SLUG).count() == 2
+
+
+def test_runs_older_than_the_window_leave_room_for_new_ones(client, monkeypatch):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 2)
+    for _ in range(2):
+        make_run(slug=demo_job.SLUG, trigger=Trigger.VISITOR, status=Status.SUCCEEDED)
+    assert demo_job.site_wait_seconds() == 0  # started in January: long out of the window
+    assert client.post(PAGE + "demo/", HTTP_HX_REQUEST="true").status_code == 200
+
+
+def test_the_log_keeps_the_sites_own_runs_in_view_under_a_flood_of_demo_runs(client):
+    own = [
+        make_run(
+            slug=slug,
+            status=Status.SUCCEEDED,
+            started_at=f"2026-01-01T00:{minute:02d}:00Z",
+            deadline_at="2026-01-01T01:00:00Z",
+        )
+        for minute, slug in enumerate(["housekeeping", "prune-outbox"] * 6)
+    ]
+    for second in range(50):  # all newer than every one of the site's
+        make_run(
+            slug=demo_job.SLUG,
+            trigger=Trigger.VISITOR,
+            status=Status.SUCCEEDED,
+            started_at=f"2026-01-01T00:30:{second:02d}Z",
+        )
+    body = client.get(PAGE + "log/").content.decode()
+    shown = [int(found) for found in re.findall(r'data-run-id="(\d+)"', body)]
+    assert {run.pk for run in own} <= set(shown)
+    assert body.count(f'data-run-slug="{demo_job.SLUG}"') == jobs_page.DEMO_SHOWN
+    # Newest first, the visitors' latest on top.
+    assert shown[0] == JobRun.objects.filter(slug=demo_job.SLUG).first().pk
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("ru", "Посетители исчерпали общий лимит запусков демо-задачи (1 в минуту)"),
+        ("de", "Besucher haben den Demo-Job in der letzten Minute 1-mal ausgeführt"),
+    ],
+)
+def test_the_site_wide_cap_is_said_in_the_visitors_language(client, monkeypatch, language, said):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 1)
+    url = PREFIX[language] + PAGE + "demo/"
+    assert client.post(url, HTTP_HX_REQUEST="true", REMOTE_ADDR="192.0.2.1").status_code == 200
+    refused = client.post(url, HTTP_HX_REQUEST="true", REMOTE_ADDR="192.0.2.2")
+    assert refused.status_code == 429
+    assert said in html.unescape(refused.content.decode())
