@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from django.utils.translation import npgettext
+
+from core import plurals
 from notifications import inbox
 
 
@@ -30,6 +33,21 @@ class InboxBadge:
     def text(self) -> str:
         """ "" for none, the count, or "99+"."""
         return inbox.badge(self.unread)
+
+    @property
+    def word(self) -> str:
+        """What a screen reader hears after the count ("1 непрочитанное", "5 непрочитанных");
+        "99+" agrees as the number past the cap does."""
+        return unread_word(self.unread)
+
+    @property
+    def words(self) -> dict[str, str]:
+        """The word for each plural category, for the live script's new counts."""
+        return plurals.forms(unread_word)
+
+
+def unread_word(count: int) -> str:
+    return npgettext("after the inbox's unread count", "unread", "unread", count)
 
 
 def inbox_badge(request) -> dict:

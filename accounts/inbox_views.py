@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import uuid
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -26,7 +28,10 @@ from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import condition, require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
+from core import ratelimit
 from notifications import inbox
+
+STATE_WINDOW = timedelta(minutes=1)
 
 
 def _state_etag(request) -> str | None:
@@ -49,6 +54,20 @@ def state(request):
     """{"unread", "badge", "newest"} of the signed-in user's inbox, tagged with its ETag."""
     if not request.user.is_authenticated:
         return _private(JsonResponse({"error": _("Sign in to see your inbox.")}, status=403))
+    # Per account, not per client: a session's cookie can be copied to any number of
+    # addresses, each within nginx's per-client limits.
+    verdict = ratelimit.hit(
+        key=f"inbox-state:{request.user.pk}",
+        limit=settings.INBOX_STATE_POLLS_PER_MINUTE,
+        window=STATE_WINDOW,
+    )
+    if not verdict.allowed:
+        refusal = ratelimit.refuse(
+            message=_("Your inbox was asked for too often; the page asks again in %(seconds)d s.")
+            % {"seconds": verdict.retry_after_seconds},
+            retry_after_seconds=verdict.retry_after_seconds,
+        )
+        return _private(refusal)
     return _private(_answer(request))
 
 

@@ -2,7 +2,8 @@
 view's title (in its extra_context) is its page's title and heading (accounts/page.html).
 
 A sign-in, sign-up or reset request refused by its rate limit answers 429 with Retry-After,
-the form showing why (core.ratelimit.refuse)."""
+the form showing why (core.ratelimit.refuse). A reset request is answered before its email is
+queued (core/after_response.py), so the answer takes as long for an address without an account."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
+from django.utils import translation
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.cache import never_cache
@@ -29,7 +32,7 @@ from accounts.forms import (
     ThrottledPasswordChangeForm,
 )
 from accounts.push_views import SESSION_ENDPOINT
-from core import ratelimit
+from core import after_response, ratelimit
 from notifications import subscriptions
 
 
@@ -68,6 +71,31 @@ class PasswordResetView(_RefusesWhenThrottled, auth.PasswordResetView):
     form_class = PasswordResetRequestForm
     template_name = "accounts/password_reset.html"
     success_url = reverse_lazy("accounts:password_reset_sent")
+
+    def form_valid(self, form):
+        """Django's form_valid with its save moved after the answer: looking the address up
+        and queueing the email (a token, a recipient, a notification and its delivery) cost
+        only an address with an account, and an answer that waited for them would tell an
+        attacker which addresses have one. Up to the answer both do the same: the form's
+        rate limits, then this redirect."""
+        options = {
+            "use_https": self.request.is_secure(),
+            "token_generator": self.token_generator,
+            "from_email": self.from_email,
+            "email_template_name": self.email_template_name,
+            "subject_template_name": self.subject_template_name,
+            "request": self.request,
+            "html_email_template_name": self.html_email_template_name,
+            "extra_email_context": self.extra_email_context,
+        }
+        # The language of the page asked from, for a recipient who has none yet.
+        language = translation.get_language()
+
+        def queue() -> None:
+            with translation.override(language):
+                form.save(**options)
+
+        return after_response.defer(HttpResponseRedirect(self.get_success_url()), queue)
 
 
 class PasswordResetConfirmView(auth.PasswordResetConfirmView):

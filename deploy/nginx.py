@@ -70,6 +70,11 @@ DEFAULTS = {
     # is far above what a person clicking (and the page's polling) needs.
     "REQUEST_RATE": "10r/s",
     "REQUEST_BURST": "40",
+    # Inbox state polls inside gunicorn at once, all clients together: half the threads of
+    # one process of deploy/gunicorn.conf.py (four), the fewest it runs.
+    "INBOX_STATE_CONNECTIONS": "2",
+    # Inbox state polls a second per session (an open page asks every 1.5 s).
+    "INBOX_STATE_SESSION_RATE": "4r/s",
 }
 
 

@@ -35,7 +35,11 @@ class SlugFilter(admin.SimpleListFilter):
     parameter_name = "slug"
 
     def lookups(self, request, model_admin):
-        return [(job.slug, job.slug) for job in registry.jobs()]
+        # The registry's jobs, and every other slug the log holds: the showcase's demo job,
+        # which is not registered (it has no cadence), and a job removed since it ran.
+        logged = JobRun.objects.order_by().values_list("slug", flat=True).distinct()
+        slugs = {job.slug for job in registry.jobs()} | set(logged)
+        return [(slug, slug) for slug in sorted(slugs)]
 
     def queryset(self, request, queryset):
         return queryset.filter(slug=self.value()) if self.value() else queryset

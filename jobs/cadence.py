@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from cron_descriptor import ExpressionDescriptor, Options
 from croniter import CroniterError, croniter
 from django.utils import translation
+from django.utils.translation import ngettext
 
 # cron-descriptor's own catalogues, by the site's language codes.
 LOCALES = {"en": "en_US", "ru": "ru_RU", "de": "de_DE"}
@@ -43,8 +44,23 @@ def following(expression: str, *, now: datetime) -> datetime:
     return croniter(expression, now.astimezone(UTC)).get_next(datetime)
 
 
+def _hourly_at(expression: str) -> str | None:
+    """Words for "M * * * *" (M past every hour), which cron-descriptor's Russian and German
+    get wrong: "В 17 минут" reads as a duration ("in 17 minutes"), "Bei Minute 17" as no
+    German sentence. Russian needs the minute's plural form ("в 21 минуту", "в 17 минут")."""
+    minute, *rest = expression.split()
+    if rest != ["*"] * 4 or not minute.isdigit() or not 0 < int(minute) < 60:
+        return None
+    count = int(minute)
+    return ngettext(
+        "At %(minute)d minute past the hour", "At %(minute)d minutes past the hour", count
+    ) % {"minute": count}
+
+
 def words(expression: str) -> str:
     """The cadence in the active language's words ("Every 5 minutes")."""
+    if isinstance(expression, str) and (hourly := _hourly_at(expression)):
+        return hourly
     options = Options()
     options.use_24hour_time_format = True
     options.locale_code = LOCALES.get(translation.get_language() or "en", "en_US")

@@ -476,6 +476,9 @@ class ChannelAddress(models.Model):
         db_table = 'notifications"."channel_addresses'
         verbose_name = _("channel address")
         verbose_name_plural = _("channel addresses")
+        # The dashboard's Probe makes the site call a provider with its bot token: like Retry,
+        # an act of its own, not part of looking at the addresses.
+        permissions = [("probe_channel", _("Can probe a channel's provider"))]
         constraints = [
             # One active address a channel, except web push: a user has a subscription on
             # every browser they allowed, and each is an address of its own.

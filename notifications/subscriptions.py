@@ -3,9 +3,11 @@
 What the browser sends is checked before it is stored, since the drain will later POST to
 the endpoint and encrypt to the keys: the endpoint must be an https URL on a public host
 (netguard, so a hostile page cannot make the worker reach 10.0.0.5 or the cloud's metadata
-service), p256dh a point on P-256 and auth 16 bytes. An endpoint belongs to one browser, so
-when another user subscribes from it (a shared computer) it moves to them, if they send the
-keys the browser gave with it: knowing an endpoint's URL is not enough to take it.
+service) and on a port of WEBPUSH_ENDPOINT_PORTS (443, where every browser's push service
+listens, so it cannot aim the drain at some other service of a public host), p256dh a point
+on P-256 and auth 16 bytes. An endpoint belongs to one browser, so when another user
+subscribes from it (a shared computer) it moves to them, if they send the keys the browser
+gave with it: knowing an endpoint's URL is not enough to take it.
 """
 
 from __future__ import annotations
@@ -165,6 +167,18 @@ def check_endpoint(endpoint, *, resolver: netguard.Resolver = socket.getaddrinfo
         raise ValidationError(_("The endpoint must be an https URL."), code="endpoint")
     if "#" in endpoint:
         raise ValidationError(_("The endpoint may not have a #fragment."), code="endpoint")
+    if destination.port not in settings.WEBPUSH_ENDPOINT_PORTS:
+        raise ValidationError(
+            _(
+                "The endpoint's port is %(port)d; push services are reached on port "
+                "%(allowed)s only."
+            )
+            % {
+                "port": destination.port,
+                "allowed": ", ".join(str(port) for port in settings.WEBPUSH_ENDPOINT_PORTS),
+            },
+            code="endpoint",
+        )
     try:
         # Bounded like a send's lookup: a slow name server may not hold a web worker.
         resolve_within(

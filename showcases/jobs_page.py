@@ -19,6 +19,9 @@ from showcases.views import visitor_post
 
 DEMO_LIMIT = 10
 LOG_SIZE = 12
+# Visitors' demo runs the log shows beside the site's own LOG_SIZE latest: however many
+# visitors run it, the site's runs (retention, housekeeping) stay in view.
+DEMO_SHOWN = 4
 TEMPLATE = "showcases/jobs.html"
 
 
@@ -49,8 +52,23 @@ def _registry_rows() -> list[dict]:
     return rows
 
 
+def _latest_runs() -> list[JobRun]:
+    """The site's LOG_SIZE latest runs and the DEMO_SHOWN latest demo runs, newest first."""
+    slugs = [job.slug for job in registry.jobs()]
+    # One query per slug, each the head of the (slug, started_at) index: a log flooded with
+    # demo runs costs a filter on started_at nothing to walk past.
+    heads = [JobRun.objects.filter(slug=slug)[:LOG_SIZE] for slug in slugs]
+    site = sorted(
+        (run for head in heads for run in head),
+        key=lambda run: (run.started_at, run.pk),
+        reverse=True,
+    )[:LOG_SIZE]
+    demo = JobRun.objects.filter(slug=demo_job.SLUG)[:DEMO_SHOWN]
+    return sorted([*site, *demo], key=lambda run: (run.started_at, run.pk), reverse=True)
+
+
 def _log_context(*, new_run: int | None = None) -> dict:
-    return {"runs": list(JobRun.objects.all()[:LOG_SIZE]), "new_run": new_run}
+    return {"runs": _latest_runs(), "new_run": new_run}
 
 
 def _pushes() -> dict:
@@ -114,6 +132,10 @@ def _demo_refused(request, verdict: ratelimit.Verdict):
     message = _("Too many runs; wait %(seconds)s s.") % {
         "seconds": number_format(verdict.retry_after_seconds)
     }
+    return _refused(request, message=message, retry_after_seconds=verdict.retry_after_seconds)
+
+
+def _refused(request, *, message: str, retry_after_seconds: int):
     if request.htmx:
         # The refusal travels out of band, to an element the polls leave alone.
         template, context = TEMPLATE + "#log", {**_log_context(), "demo_error_oob": True}
@@ -123,7 +145,7 @@ def _demo_refused(request, verdict: ratelimit.Verdict):
     response = ratelimit.refuse(
         response=render(request, template, context),
         status=429,
-        retry_after_seconds=verdict.retry_after_seconds,
+        retry_after_seconds=retry_after_seconds,
     )
     response["X-Jobs-Fragment"] = "refused"  # swapped in by jobs-live.js all the same
     return response
@@ -133,6 +155,14 @@ def _demo_refused(request, verdict: ratelimit.Verdict):
 @visitor_post("demo-job", limit=lambda: DEMO_LIMIT, refusal=_demo_refused)
 def run_demo(request):
     """Run the demo job here, in this request, as the visitor's."""
+    wait = demo_job.site_wait_seconds()
+    if wait:
+        # 429, not 503, as "Try it"'s full queue: the site is fine, the demo is busy.
+        message = _(
+            "Visitors have run the demo job %(count)s times in the last minute, as often as "
+            "the site allows; try again in %(seconds)s s."
+        ) % {"count": number_format(demo_job.SITE_LIMIT), "seconds": number_format(wait)}
+        return _refused(request, message=message, retry_after_seconds=wait)
     outcome = runner.run(demo_job.DEMO, trigger=Trigger.VISITOR, time_limit=demo_job.BUDGET)
     if not request.htmx:
         return redirect(reverse("showcases:jobs") + "#log")

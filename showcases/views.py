@@ -7,11 +7,11 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.formats import number_format
-from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
 
-from core import clients, ratelimit
+from core import clients, plurals, ratelimit
 from core.middleware import body_limit, rate_limit
 from notifications import backoff, heartbeat, outbox, stats
 from showcases import analysis, queue_demo, sample
@@ -46,22 +46,9 @@ def _queue_context(request) -> dict:
     }
 
 
-# For each language, one whole number from every plural category CLDR gives to numbers in
-# it. The browser names a count's category (Intl.PluralRules) and shows the words ngettext
-# chose for that category's number: the catalogue keeps the words, CLDR the rule. Russian's
-# "other" is for fractions ("1,5 кадра"), which take the same form as two.
-PLURAL_SAMPLES = {
-    "en": {"one": 1, "other": 2},
-    "de": {"one": 1, "other": 2},
-    "ru": {"one": 1, "few": 2, "many": 5, "other": 2},
-}
-
-
 def _plural_forms(words) -> dict[str, str]:
-    """words(n) is ngettext's sentence for n; return it for each plural category of the
-    active language, keyed by category, for numbers.plural() in the browser."""
-    samples = PLURAL_SAMPLES[get_language()]
-    return {category: words(number) for category, number in samples.items()}
+    """words(n) is ngettext's sentence for n, for numbers.plural() in the browser."""
+    return plurals.forms(words)
 
 
 def _demo_messages() -> dict:
@@ -133,6 +120,10 @@ def _demo_messages() -> dict:
         "serverStatus": _(
             "The server answered with an error ({status}) and no explanation. Try again later."
         ),
+        "serverTooMany": _(
+            "The server is getting too many requests from this address; try again in a "
+            "second. The two browser lanes can still run it."
+        ),
         # Results.
         "caption": _("{width} × {height} px, {size}"),
         "pixels": _("{width} × {height} px"),
@@ -161,6 +152,16 @@ def _demo_messages() -> dict:
             "Both lanes had slow frames of about the same length this time: up to {main} on the "
             "main thread and {worker} with the worker. The machine was busy, and a busy machine "
             "delays frames whichever thread does the work. Run both again to compare."
+        ),
+        "verdictBothSlowMainLonger": _(
+            "Both lanes had slow frames: up to {main} on the main thread and {worker} with the "
+            "worker. The main thread’s was longer, but not twice as long, and a busy machine "
+            "delays frames whichever thread does the work. Run both again to compare."
+        ),
+        "verdictBothSlowWorkerLonger": _(
+            "Both lanes had slow frames: up to {worker} with the worker and {main} on the main "
+            "thread. The worker’s was longer, but not twice as long, and a busy machine delays "
+            "frames whichever thread does the work. Run both again to compare."
         ),
         "verdictClose": _(
             "The longest frames were close, {main} on the main thread and {worker} with the "

@@ -53,11 +53,15 @@ def default_language():
     translation.activate("en")
 
 
-@pytest.fixture
-def quick_hashes(settings):
-    """MD5 passwords: dozens of sign-ins at a real hasher's cost would take a minute, and the
-    sign-in throttles under test do not care how a password is hashed."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+@pytest.fixture(autouse=True)
+def quick_hashes(request, settings):
+    """MD5 passwords for every test: the site's PBKDF2 costs a few hundred milliseconds a
+    hash, which the admin's tests paid for each superuser they made and each sign-in, and
+    none of them is about the hash (the hasher is Django's, tested by Django). A test that
+    is about it says so with @pytest.mark.real_password_hasher. Processes a test starts
+    (drains, gunicorn) keep the site's hashers: none of them checks a password."""
+    if request.node.get_closest_marker("real_password_hasher") is None:
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

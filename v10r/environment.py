@@ -91,6 +91,23 @@ def names(name: str, *, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def ports(name: str, *, default: tuple[int, ...]) -> tuple[int, ...]:
+    """A comma-separated list of TCP ports, each from 1 to 65535."""
+    raw = _raw(name)
+    if raw is None:
+        return default
+    shown = ",".join(str(port) for port in default)
+    found = []
+    for item in names(name, default=[]):
+        if not item.isdigit() or not 0 < int(item) < 65536:
+            raise SettingError(
+                f"{name}={raw!r}: {item!r} is not a port from 1 to 65535; set a comma-separated "
+                f"list of them, or leave it unset for {shown}."
+            )
+        found.append(int(item))
+    return tuple(dict.fromkeys(found))
+
+
 def choices(name: str, *, known: Iterable[str]) -> list[str]:
     """A comma-separated list of names, each one of known (empty when unset)."""
     known = list(known)

@@ -236,6 +236,10 @@ if _vapid_problem := vapid.problem(
 # reach loopback too (still over HTTPS), for tests and local development only. The CA file
 # (PEM) is trusted instead of the system's certificates: a test's own, or a private relay's.
 WEBPUSH_ALLOW_LOOPBACK = environment.boolean("WEBPUSH_ALLOW_LOOPBACK", default=False)
+# The ports a push endpoint may name (notifications/subscriptions.py, and again at send): the
+# browsers' push services all listen on 443. A browser's page chooses the endpoint, so any
+# other port is a way to make the drain knock on a service that is not a push service.
+WEBPUSH_ENDPOINT_PORTS = environment.ports("WEBPUSH_ENDPOINT_PORTS", default=(443,))
 WEBPUSH_CA_FILE = environment.text("WEBPUSH_CA_FILE")
 if WEBPUSH_CA_FILE and not Path(WEBPUSH_CA_FILE).is_file():
     raise SettingError(
@@ -348,6 +352,17 @@ V10R_TRUSTED_PROXIES = environment.whole_number(
     "V10R_TRUSTED_PROXIES", default=0, minimum=0, maximum=10, why="ten proxies in a row"
 )
 
+# The inbox's state (accounts/inbox_views.py), polled every 1.5 s by each open page of a
+# signed-in user (40 a minute): polls per account per minute, whatever the client, so that
+# many addresses polling one account cannot turn its polls into load on everyone.
+INBOX_STATE_POLLS_PER_MINUTE = environment.whole_number(
+    "INBOX_STATE_POLLS_PER_MINUTE",
+    default=200,
+    minimum=40,
+    maximum=10_000,
+    why="at least one open page's 40 a minute",
+)
+
 # Where this deployment runs; overrides the detection in core/platform.py.
 V10R_PLATFORM = environment.choice("V10R_PLATFORM", known=platform.PLATFORMS)
 
@@ -398,7 +413,8 @@ MIDDLEWARE = [
     # Outside everything that sets a cookie (sessions, CSRF, messages, views), to see them all.
     "core.middleware.PrivateCookieResponsesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
+    # Django's LocaleMiddleware, and on arrival the visitor's choice or browser's language.
+    "v10r.language.LanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     # After the locale, so the 400 page is in the visitor's language.
     "core.middleware.NulInQueryMiddleware",
@@ -406,6 +422,8 @@ MIDDLEWARE = [
     "core.middleware.RateLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After the user is known: times in the signed-in reader's saved zone.
+    "accounts.time_zone.TimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -490,6 +508,11 @@ LANGUAGES = [
     ("de", _("German")),
 ]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# The visitor's choice of language, kept for a year (v10r/language.py).
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_HTTPONLY = True
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_SECURE = _SECURE_COOKIES
 USE_I18N = True
 USE_TZ = True
 TIME_ZONE = "UTC"

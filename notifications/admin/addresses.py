@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_noop, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from notifications import channels
+from notifications import channels, deactivation
 from notifications.admin.wording import Worded
 from notifications.channels import signing
 from notifications.channels.base import ChannelError
@@ -57,10 +57,23 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
     counted = ngettext_lazy("%(number)s channel address", "%(number)s channel addresses", "count")
     select_all = _("Select all %(number)s channel addresses")
     form = ChannelAddressForm
-    list_display = ("user", "channel", "address", "state", "deactivated_at", "deactivated_reason")
+    list_display = ("user", "channel", "address", "state", "deactivated_at", "why")
     list_filter = ("channel", "is_active")
     search_fields = ("user__username", "user__email", "address")
-    readonly_fields = ("created_at", "deactivated_at", "deactivated_reason")
+    # Whether it is switched off, and why, each in a field of its own and in the reader's
+    # language; the provider's own words beside them.
+    fields = (
+        "user",
+        "channel",
+        "address",
+        "is_active",
+        "state",
+        "why",
+        "detail",
+        "deactivated_at",
+        "created_at",
+    )
+    readonly_fields = ("state", "why", "detail", "created_at", "deactivated_at")
     list_select_related = ("user",)
     inlines = [WebhookSecretInline]
     actions = ["rotate_webhook_secret", "drop_previous_webhook_secret"]
@@ -78,7 +91,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         say how long the round trip took: the dashboard's "Probe" button."""
         if request.method != "POST":
             raise Http404
-        if not self.has_view_permission(request):
+        if not self.has_probe_permission(request):
             raise PermissionDenied
         channel = channels.get(name) if name in settings.DELIVERY_CHANNELS else None
         if channel is None or not hasattr(channel, "probe"):
@@ -101,19 +114,40 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
             )
         return HttpResponseRedirect(reverse("admin:index"))
 
+    def has_probe_permission(self, request) -> bool:
+        return request.user.has_perm("notifications.probe_channel")
+
     def has_add_permission(self, request, obj=None):
         return admin.ModelAdmin.has_add_permission(self, request)
 
     def has_change_permission(self, request, obj=None):
         return admin.ModelAdmin.has_change_permission(self, request, obj)
 
-    @admin.display(description=_("active"), boolean=False)
+    @admin.display(description=_("state"), ordering="is_active")
     def state(self, obj):
+        if obj.pk is None:  # the add form: nothing to say yet
+            return self.get_empty_value_display()
         if obj.is_active:
-            return format_html('<span class="health health-healthy">{}</span>', gettext("active"))
+            return format_html(
+                '<span class="health health-healthy" data-state="active">{}</span>',
+                gettext("active"),
+            )
         return format_html(
-            '<span class="health health-unhealthy">{}</span>', gettext("deactivated")
+            '<span class="health health-unhealthy" data-state="switched-off">{}</span>',
+            gettext("switched off"),
         )
+
+    @admin.display(description=_("why"))
+    def why(self, obj):
+        if obj.pk is None or obj.is_active:
+            return self.get_empty_value_display()
+        return deactivation.explain(obj.deactivated_reason)
+
+    @admin.display(description=_("the provider's words"))
+    def detail(self, obj):
+        if obj.pk is None or obj.is_active or not obj.deactivated_reason:
+            return self.get_empty_value_display()
+        return format_html("<code>{}</code>", obj.deactivated_reason)
 
     def save_model(self, request, obj, form, change):
         # Switched back on by staff: what switched it off is history, kept in the log.

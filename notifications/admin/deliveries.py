@@ -11,6 +11,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.db.models import F, Q
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, ngettext_lazy
@@ -64,6 +65,45 @@ def next_attempt(delivery) -> str | None:
     return moment(delivery.next_attempt_at)
 
 
+def subject(notification, *, gathered: int | None) -> str:
+    """What a notification says, in the staff member's language: its subject, or a digest's
+    title (gathered: how many notifications it holds)."""
+    if digest_items.is_carrier(notification):
+        return digest_items.title(notification, gathered)
+    return catalogue.render_or_key(
+        key=notification.message_key,
+        params=notification.message_params,
+        language=get_language(),
+    ).subject
+
+
+def notification_title(notification, *, gathered: int | None) -> str:
+    """A notification's name on its page and in links to it: what it says, and to whom.
+
+    Its str() ("welcome → #2", the recipient's id) stays free of words for the admin's
+    history; this is for staff reading a page now, in their language."""
+    return _("%(subject)s — to %(recipient)s") % {
+        "subject": subject(notification, gathered=gathered),
+        "recipient": notification.user.get_username(),
+    }
+
+
+def type_label(notification) -> str:
+    """The catalogue's name for a notification's kind: its category's label ("Security"), or
+    "Digest"; empty for a type the catalogue no longer has."""
+    if digest_items.is_carrier(notification):
+        return str(_("Digest"))
+    message = catalogue.MESSAGES.get(notification.type)
+    return str(catalogue.CATEGORIES[message.category].label) if message else ""
+
+
+def type_key(key: str) -> str:
+    # A type is a catalogue key ("account.password_reset"): it may break after a dot, so a
+    # narrow list wraps it there rather than growing wider than the window.
+    parts = key.split(".")
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in parts))
+
+
 def may_view(model_admin, request, model) -> bool:
     """Whether request's staff member may open model's pages (a link to one is offered)."""
     site = model_admin.admin_site
@@ -72,18 +112,25 @@ def may_view(model_admin, request, model) -> bool:
 
 class DigestPage:
     """A change page with the digests' sections after the fields (digest_items.CHANGE_FORM):
-    digest_context() says what they show of the object, when there is one."""
+    digest_context() says what they show of the object, when there is one, and
+    object_title() what the page calls it (None: its str())."""
 
     change_form_template = digest_items.CHANGE_FORM
 
     def digest_context(self, request, obj) -> dict:
         raise NotImplementedError
 
+    def object_title(self, obj) -> str | None:
+        return None
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         obj = self.get_object(request, unquote(object_id))
         context = dict(extra_context or {})
         if obj is not None:
             context.update(self.digest_context(request, obj))
+            if (title := self.object_title(obj)) is not None:
+                # The heading under the page's title, the window's title and the breadcrumb.
+                context["subtitle"] = context["object_title"] = title
         return super().change_view(request, object_id, form_url, context)
 
 
@@ -106,9 +153,11 @@ class DeliveryInline(admin.TabularInline):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(**ANNOTATIONS)
 
+    # A readonly method's None would be printed "None": the admin's mark for an empty value
+    # instead, as on the delivery's own page.
     @admin.display(description=_("next attempt"))
     def next_attempt(self, delivery):
-        return next_attempt(delivery)
+        return next_attempt(delivery) or self.get_empty_value_display()
 
     @admin.display(description=_("status"))
     def status_shown(self, delivery):
@@ -128,7 +177,7 @@ class NotificationAdmin(DigestPage, Worded, ReadOnlyAdmin):
     search_title = _("Search notifications")
     counted = ngettext_lazy("%(number)s notification", "%(number)s notifications", "count")
     select_all = _("Select all %(number)s notifications")
-    list_display = ("created_at", "type", "user", "message_key")
+    list_display = ("created_at", "kind", "user", "message")
     list_filter = (("created_at", CreatedFilter),)
     search_fields = ("=id", "=type", "user__username", "user__email")
     ordering = ("-created_at",)
@@ -139,7 +188,38 @@ class NotificationAdmin(DigestPage, Worded, ReadOnlyAdmin):
     # The stored parameters, with the secret ones hidden (catalogue.Message.secret): a staff
     # member who may view notifications must not be able to use a user's reset link.
     exclude = ("message_params",)
-    readonly_fields = ("parameters",)
+    # The type and the message in the catalogue's words, as the list shows them, not as keys.
+    fields = (
+        "user",
+        "kind",
+        "message",
+        "action_url",
+        "created_at",
+        "read_at",
+        "archived_at",
+        "inbox_at",
+        "cancel_key",
+        "parameters",
+    )
+    readonly_fields = ("kind", "message", "parameters")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(gathered=digest_items.GATHERED_COUNT)
+
+    def object_title(self, notification) -> str:
+        return notification_title(notification, gathered=notification.gathered)
+
+    # What kind of notification, in the catalogue's words, above the key staff search by
+    # (=type) and senders write.
+    @admin.display(description=_("type"), ordering="type")
+    def kind(self, notification):
+        label = type_label(notification)
+        key = format_html('<code class="type-key">{}</code>', type_key(notification.type))
+        return format_html("{}<br>{}", label, key) if label else key
+
+    @admin.display(description=_("message"))
+    def message(self, notification):
+        return subject(notification, gathered=notification.gathered)
 
     def digest_context(self, request, notification) -> dict:
         return {
@@ -194,10 +274,10 @@ class DeliveryAdmin(DigestPage, ScheduleMixin, Worded, ReadOnlyAdmin):
     show_full_result_count = False
     paginator = BoundedCountPaginator
     # Shown as next_attempt (which says "scheduled for …", or "held until …"), not twice; the
-    # hold as held, in the recipient's time zone.
-    exclude = ("next_attempt_at", "held_until", "held_from")
+    # hold as held, in the recipient's time zone; the notification as notification_link.
+    exclude = ("next_attempt_at", "held_until", "held_from", "notification")
     readonly_fields = (
-        "notification",
+        "notification_link",
         "channel",
         "lane",
         "status",
@@ -259,21 +339,24 @@ class DeliveryAdmin(DigestPage, ScheduleMixin, Worded, ReadOnlyAdmin):
 
     @admin.display(description=_("type"), ordering="notification__type")
     def notification_type(self, delivery):
-        # A type is a catalogue key ("account.password_reset"): it may break after a dot, so a
-        # narrow list wraps it there rather than growing wider than the window.
-        parts = delivery.notification.type.split(".")
-        return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in parts))
+        return type_key(delivery.notification.type)
 
     @admin.display(description=_("title"))
     def title(self, delivery):
-        notification = delivery.notification
-        if digest_items.is_carrier(notification):
-            return digest_items.title(notification, delivery.digest_item_count)
-        return catalogue.render_or_key(
-            key=notification.message_key,
-            params=notification.message_params,
-            language=get_language(),
-        ).subject
+        return subject(delivery.notification, gathered=delivery.digest_item_count)
+
+    # The notification by what it says and to whom, rather than by its str() ("welcome → #2"),
+    # linked to its page as Django links a read-only foreign key.
+    @admin.display(description=_("notification"))
+    def notification_link(self, delivery):
+        notification = (
+            Notification.objects.annotate(gathered=digest_items.GATHERED_COUNT)
+            .select_related("user")
+            .get(pk=delivery.notification_id)
+        )
+        url = reverse("admin:notifications_notification_change", args=[notification.pk])
+        name = notification_title(notification, gathered=notification.gathered)
+        return format_html('<a href="{}">{}</a>', url, name)
 
     # On a change page a readonly method's None is printed as "None"; the admin's own mark for
     # an empty value is shown instead, as for the row's other empty fields.

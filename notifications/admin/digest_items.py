@@ -48,6 +48,30 @@ ITEM_COUNT = Case(
 )
 
 
+# A digest notification's number of gathered notifications, for the notifications list and its
+# page: the largest of its channels' digests (they may differ: one may have been claimed while
+# another still gathered). Counted only on digests' rows, as ITEM_COUNT is.
+GATHERED_COUNT = Case(
+    When(
+        type=digests.DIGEST,
+        then=Coalesce(
+            Subquery(
+                DigestItem.objects.filter(carrier__notification=OuterRef("pk"))
+                .order_by()
+                .values("carrier")
+                .annotate(total=Count("*"))
+                .order_by("-total")
+                .values("total")[:1],
+                output_field=IntegerField(),
+            ),
+            0,
+        ),
+    ),
+    default=None,
+    output_field=IntegerField(),
+)
+
+
 def is_carrier(notification: Notification) -> bool:
     return notification.type == digests.DIGEST
 

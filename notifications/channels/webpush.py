@@ -61,6 +61,7 @@ class WebPushChannel(Channel):
     subscription's (p256dh, auth).
 
     allow_loopback lets endpoints on 127.0.0.1 and ::1 through (tests, local development);
+    ports are the ports an endpoint may name (WEBPUSH_ENDPOINT_PORTS);
     ssl_context trusts what it trusts instead of the system's CAs; resolver replaces
     socket.getaddrinfo, for tests."""
 
@@ -77,10 +78,12 @@ class WebPushChannel(Channel):
         connect_timeout: timedelta = timedelta(seconds=5),
         total_timeout: timedelta = timedelta(seconds=10),
         allow_loopback: bool = False,
+        ports: tuple[int, ...] = (443,),
         ssl_context: ssl.SSLContext | None = None,
         resolver: netguard.Resolver = socket.getaddrinfo,
     ) -> None:
         self.subject = subject
+        self.ports = ports
         self.public_key = public_key
         self.signer = py_vapid.Vapid02.from_raw(private_key.encode()) if private_key else None
         self.client = http.Client(
@@ -104,6 +107,7 @@ class WebPushChannel(Channel):
             connect_timeout=timedelta(seconds=settings.DELIVERY_HTTP_CONNECT_TIMEOUT),
             total_timeout=timedelta(seconds=settings.DELIVERY_HTTP_TOTAL_TIMEOUT),
             allow_loopback=settings.WEBPUSH_ALLOW_LOOPBACK,
+            ports=settings.WEBPUSH_ENDPOINT_PORTS,
             ssl_context=context,
         )
 
@@ -167,6 +171,14 @@ class WebPushChannel(Channel):
         if destination.scheme != "https":
             raise ChannelError(
                 "WEBPUSH_NOT_HTTPS", "A push endpoint must be an https:// URL.", retryable=False
+            )
+        if destination.port not in self.ports:
+            # Stored before WEBPUSH_ENDPOINT_PORTS said otherwise: checked again here.
+            raise ChannelError(
+                "WEBPUSH_PORT",
+                f"A push endpoint on port {destination.port} is refused: "
+                f"WEBPUSH_ENDPOINT_PORTS allows {', '.join(map(str, self.ports))}.",
+                retryable=False,
             )
         try:
             p256dh, auth = target.secrets

@@ -9,7 +9,7 @@ from django.utils.translation import pgettext
 
 from core.templatetags import units
 from notifications import catalogue
-from notifications.models import NotificationDelivery
+from notifications.models import NotificationDelivery, ShownStatus
 
 register = template.Library()
 
@@ -78,3 +78,12 @@ def run_duration(value) -> str:
     if value is None or value == "":
         return ""
     return brief_duration(value)
+
+
+@register.filter
+def shown_counts(result: dict) -> list[tuple[str, object]]:
+    """The demo job's result ({state: count}, stored with the states' values for operators and
+    /metrics) as people read it: each state's label, in the states' own order."""
+    labels = dict(ShownStatus.choices)
+    known = [(labels[state], result[state]) for state in ShownStatus.values if state in result]
+    return known + [(state, count) for state, count in result.items() if state not in labels]

@@ -16,11 +16,6 @@ def change_password(client, *, old: str = PASSWORD, **extra):
     )
 
 
-@pytest.fixture(autouse=True)
-def _quick_hashes(quick_hashes):
-    """Every account test signs in with MD5 passwords (tests/conftest.py says why)."""
-
-
 @pytest.fixture
 def ada(django_user_model):
     """A reader (not staff) with an email address and a password."""

@@ -418,6 +418,37 @@ def badge(response) -> str | None:
     return "" if found.group(1) else found.group(2)
 
 
+def spoken(response) -> str:
+    """The word a screen reader hears after the badge's count."""
+    return re.search(
+        r"<span [^>]*data-inbox-unread-word[^>]*> ([^<]*)</span>", response.content.decode()
+    ).group(1)
+
+
+@pytest.mark.parametrize(
+    ("count", "word"),
+    [(1, "непрочитанное"), (2, "непрочитанных"), (5, "непрочитанных"), (21, "непрочитанное")],
+)
+def test_the_word_after_the_count_agrees_with_it(signed_in, ada, count, word):
+    Notification.objects.bulk_create(
+        Notification(
+            user=ada, type="queue.demo", message_key="queue.demo", inbox_at=T0 + timedelta(s)
+        )
+        for s in range(count)
+    )
+    response = signed_in.get("/ru/")
+    assert badge(response) == str(count)
+    assert spoken(response) == word
+
+
+def test_the_badge_carries_the_word_for_every_plural_category_for_the_live_script(signed_in):
+    body = signed_in.get("/ru/").content.decode()
+    assert (
+        'data-one="непрочитанное" data-few="непрочитанных" data-many="непрочитанных" '
+        'data-other="непрочитанных"'
+    ) in body
+
+
 def test_the_header_shows_the_unread_count_on_every_page(signed_in, ada):
     for i in range(3):
         put(ada, at=T0 + timedelta(seconds=i))
@@ -426,10 +457,11 @@ def test_the_header_shows_the_unread_count_on_every_page(signed_in, ada):
         ("/", "unread"),
         ("/account/notifications/", "unread"),
         ("/de/", "ungelesen"),
+        ("/ru/", "непрочитанных"),
     ):
         response = signed_in.get(path)
         assert badge(response) == "3"
-        assert f'<span class="visually-hidden"> {unread}</span>' in response.content.decode()
+        assert spoken(response) == unread
     assert 'href="/account/inbox/" class="inbox-link"' in signed_in.get("/").content.decode()
 
 
@@ -514,3 +546,147 @@ def test_refusals_are_private_to_their_user_too(signed_in):
         assert response.status_code == 400
         assert "private" in response["Cache-Control"]
         assert "Cookie" in response["Vary"]
+
+
+# --- Times in the reader's zone ---------------------------------------------------------------
+
+
+def test_entries_are_dated_in_the_readers_saved_time_zone_and_the_page_says_which(signed_in, ada):
+    from notifications.models import Recipient
+
+    put(ada)  # T0: 12:00 UTC
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    body = signed_in.get(INBOX).content.decode()
+    assert 'datetime="2026-03-01T21:00:00+09:00"' in body
+    assert 'data-time-zone="Asia/Tokyo"' in body
+    assert "Times in Asia/Tokyo" in html.unescape(body)
+
+
+def test_without_a_saved_zone_entries_are_dated_in_the_sites_zone_and_say_so(signed_in, ada):
+    put(ada)
+    body = signed_in.get(INBOX).content.decode()
+    assert 'datetime="2026-03-01T12:00:00+00:00"' in body
+    assert 'data-time-zone="UTC"' in body
+
+
+def test_one_readers_zone_does_not_outlive_their_request(signed_in, ada, bob):
+    from django.utils import timezone
+
+    from notifications.models import Recipient
+
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    signed_in.get(INBOX)
+    assert timezone.get_current_timezone_name() == "UTC"
+    put(bob)
+    other = Client()
+    other.force_login(bob)
+    assert 'datetime="2026-03-01T12:00:00+00:00"' in other.get(INBOX).content.decode()
+
+
+def test_a_page_that_shows_no_time_reads_no_zone_and_stays_the_same_for_everyone(signed_in, ada):
+    from notifications.models import Recipient
+
+    Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
+    # The service worker keeps the offline page only while it does not vary on the cookie.
+    response = signed_in.get("/offline/", HTTP_SEC_FETCH_MODE="same-origin")
+    assert response.status_code == 200
+    assert "Cookie" not in response.get("Vary", "")
+
+
+# --- Links in a message's body ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        # A URL in a sentence: the full stop is the sentence's.
+        (
+            "See https://example.com/a?b=1&c=2.",
+            'See <a href="https://example.com/a?b=1&amp;c=2" rel="nofollow noopener">'
+            "https://example.com/a?b=1&amp;c=2</a>.",
+        ),
+        # In prose parentheses; a parenthesis of the URL's own stays.
+        (
+            "(http://example.com/wiki/A_(b))",
+            '(<a href="http://example.com/wiki/A_(b)" rel="nofollow noopener">'
+            "http://example.com/wiki/A_(b)</a>)",
+        ),
+        # Markup in the text stays text, inside and outside the URL.
+        (
+            '<b>x</b> https://example.com/"><script>',
+            '&lt;b&gt;x&lt;/b&gt; <a href="https://example.com/" rel="nofollow noopener">'
+            "https://example.com/</a>&quot;&gt;&lt;script&gt;",
+        ),
+        # Other schemes, bare domains and addresses are not links.
+        (
+            "javascript:alert(1) data:text/html,x example.com ada@example.com",
+            "javascript:alert(1) data:text/html,x example.com ada@example.com",
+        ),
+        (
+            "«https://example.com/путь»",
+            '«<a href="https://example.com/путь" rel="nofollow '
+            'noopener">https://example.com/путь</a>»',
+        ),
+        ("http:// and http://[::1 lead nowhere", "http:// and http://[::1 lead nowhere"),
+    ],
+)
+def test_urls_in_a_body_become_links_and_nothing_else_does(body, shown):
+    from accounts.templatetags.links import link_urls
+
+    assert link_urls(body) == shown
+
+
+def test_the_inbox_links_the_urls_in_an_entrys_body(signed_in, ada):
+    put(
+        ada,
+        key="account.password_reset",
+        params={
+            "username": "ada",
+            "site_name": "v10r",
+            "url": "https://v10r.example/reset/x/",
+        },
+    )
+    body = signed_in.get(INBOX).content.decode()
+    assert (
+        '<a href="https://v10r.example/reset/x/" rel="nofollow noopener">'
+        "https://v10r.example/reset/x/</a>" in body
+    )
+
+
+# --- The state's limit per account --------------------------------------------------------
+
+STATE = "/account/inbox/state/"
+
+
+def test_the_state_is_limited_per_account_whatever_address_asks(signed_in, ada, bob, settings):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 3
+    # One session's cookie copied to many addresses: each within its own per-client limits.
+    answers = [signed_in.get(STATE, REMOTE_ADDR=f"192.0.2.{n}") for n in range(1, 5)]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 429]
+    refused = answers[-1]
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert refused.json() == {
+        "error": "Your inbox was asked for too often; the page asks again in "
+        f"{refused['Retry-After']} s."
+    }
+    assert "private" in refused["Cache-Control"]
+    # Another account polls on, from the same addresses.
+    other = Client()
+    other.force_login(bob)
+    assert other.get(STATE, REMOTE_ADDR="192.0.2.4").status_code == 200
+
+
+def test_a_refused_poll_reads_no_state(signed_in, settings, django_assert_max_num_queries):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 1
+    assert signed_in.get(STATE).status_code == 200
+    # The session, the user and the hit; not the inbox's state.
+    with django_assert_max_num_queries(3):
+        assert signed_in.get(STATE).status_code == 429
+
+
+def test_a_refused_poll_says_why_in_the_pages_language(signed_in, settings):
+    settings.INBOX_STATE_POLLS_PER_MINUTE = 1
+    signed_in.get("/ru" + STATE)
+    refused = signed_in.get("/ru" + STATE)
+    assert refused.status_code == 429
+    assert refused.json()["error"].startswith("Входящие запрашивались слишком часто")

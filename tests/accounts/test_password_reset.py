@@ -13,12 +13,15 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.tokens import PasswordResetTokenGenerator
 from django.core.management import call_command
-from django.db import transaction
+from django.core.signals import request_finished
+from django.db import close_old_connections, connection, transaction
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
+from accounts import views
 from accounts.forms import REQUESTS_PER_ADDRESS, REQUESTS_PER_CLIENT, PasswordResetRequestForm
 from notifications import catalogue
 from notifications.models import Notification, NotificationDelivery, Recipient, Status
@@ -213,3 +216,47 @@ def test_with_site_origin_set_the_link_ignores_the_requests_host_and_port(client
     url = Notification.objects.get().message_params["url"]
     assert url.startswith("https://v10r.example/account/password-reset/")
     assert LINK.fullmatch(url)
+
+
+# --- The answer's time ----------------------------------------------------------------------
+
+
+def answer(address: str, *, client_address: str = "192.0.2.10"):
+    """The reset view's answer to a request for address, not yet closed: as a server holds it
+    between writing its last byte and closing it."""
+    request = RequestFactory().post(RESET, {"email": address}, REMOTE_ADDR=client_address)
+    request._dont_enforce_csrf_checks = True
+    return views.PasswordResetView.as_view()(request)
+
+
+def close(response) -> None:
+    """Close response as a server does once it is sent, keeping the test's connection (as
+    Django's test client does: request_finished would close it)."""
+    request_finished.disconnect(close_old_connections)
+    try:
+        response.close()
+    finally:
+        request_finished.connect(close_old_connections)
+
+
+def test_the_answer_is_ready_before_the_email_is_queued_and_closing_it_queues_it(ada):
+    response = answer("ada@example.com")
+    assert (response.status_code, response["Location"]) == (302, SENT)
+    assert not Notification.objects.exists()
+    close(response)
+    [notification] = Notification.objects.all()
+    assert (notification.user, notification.type) == (ada, "account.password_reset")
+
+
+def test_up_to_the_answer_a_known_and_an_unknown_address_run_the_same_statements(ada):
+    def statements(address: str, client_address: str) -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            response = answer(address, client_address=client_address)
+        close(response)
+        # The keys and values differ (the address's digest); the statements may not.
+        return [re.sub(r"'[^']*'|\b\d+\b", "?", query["sql"]) for query in queries]
+
+    known = statements("ada@example.com", "192.0.2.10")
+    unknown = statements("nobody@example.com", "192.0.2.11")
+    assert known == unknown
+    assert Notification.objects.count() == 1  # the known one's, queued after its answer

@@ -848,3 +848,12 @@ def test_the_inbox_is_a_channel_to_choose_but_no_address_to_type(signed_in):
     assert 'name="on-account-inapp"' in page
     assert 'name="address-inapp"' not in page
     assert 'name="address-telegram"' in page
+
+
+def test_the_centre_says_which_zone_its_times_are_in_and_follows_a_saved_one(signed_in, ada):
+    from notifications.models import Recipient
+
+    assert 'data-time-zone="UTC"' in signed_in.get(CENTRE).content.decode()
+    Recipient.objects.create(user=ada, time_zone="Europe/Berlin")
+    page = text(signed_in.get("/de" + CENTRE))
+    assert "Alle Zeiten in der Zeitzone Europe/Berlin" in page

@@ -23,6 +23,7 @@ def loopback_push_service(settings):
     # The machine has no DNS and no push service: the endpoint is on loopback, allowed as
     # tests and local development allow it.
     settings.WEBPUSH_ALLOW_LOOPBACK = True
+    settings.WEBPUSH_ENDPOINT_PORTS = (443, 8443)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import pytest
 
 from notifications.models import Notification
 from tests.browser.conftest import READER_PASSWORD, csp_violations, in_each_language
+from tests.helpers import poll
 
 pytestmark = pytest.mark.browser
 
@@ -84,4 +85,8 @@ def test_ask_for_a_password_reset_from_the_sign_in_page(site, page, ada, prefix,
     page.wait_for_url(f"{site.url}{prefix}/account/password-reset/sent/")
     assert words["sent"] in page.text_content("[data-reset-sent]")
     assert csp_violations(page) == []
-    assert Notification.objects.filter(user=ada, type="account.password_reset").count() == 1
+    # Queued once the server has sent its answer (accounts/views.py): perhaps a moment after
+    # the browser has followed it.
+    resets = Notification.objects.filter(user=ada, type="account.password_reset")
+    assert poll(lambda: resets.count() == 1, seconds=5)
+    assert resets.count() == 1

@@ -1,6 +1,7 @@
 """The staff console's layout, measured in Chromium from a phone (390 px) to a desktop (1280,
 1440 px), light and dark, in English and Russian (whose words are longer): nothing wider than
-the window, Retry in view, no word broken in two, and the chart's hour labels readable.
+the window, Retry and Run now in view, no word broken in two, and the chart's hour labels
+readable.
 
 Each test saves a screenshot in its tmp_path, so a failing run can be looked at.
 """
@@ -10,9 +11,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
+from jobs import registry
 from notifications.models import NotificationDelivery
 from tests.browser.conftest import log_in
-from tests.helpers import finish, make_deliveries
+from tests.helpers import finish, make_deliveries, make_timed_run
 
 pytestmark = pytest.mark.browser
 
@@ -41,7 +43,8 @@ OVERFLOWING = """() => {
 }"""
 
 # Words laid out on two lines (a word broken inside itself), among the text under selector;
-# elements matching allowed (the long codes) may break.
+# elements matching allowed (the long codes) may break. A hyphen is a place a line may end
+# ("демо-" / "строки"), so the parts of a hyphenated word are words of their own.
 BROKEN_WORDS = """([selector, allowed]) => {
   const broken = [];
   for (const root of document.querySelectorAll(selector)) {
@@ -49,7 +52,7 @@ BROKEN_WORDS = """([selector, allowed]) => {
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       if (allowed && node.parentElement.closest(allowed)) continue;
       if (node.parentElement.closest(".visually-hidden")) continue;  // a 1 px box, by design
-      for (const match of node.data.matchAll(/\\S+/g)) {
+      for (const match of node.data.matchAll(/[^\\s-]+/g)) {
         const range = document.createRange();
         range.setStart(node, match.index);
         range.setEnd(node, match.index + match[0].length);
@@ -252,3 +255,43 @@ def edge_shades(page, path) -> dict[str, float]:
     left = ImageStat.Stat(image.crop((0, 0, 6, height))).mean[0]
     right = ImageStat.Stat(image.crop((width - 6, 0, width, height))).mean[0]
     return {"left": left, "right": right}
+
+
+@pytest.fixture
+def scheduler(django_user_model):
+    """A staff member who may see the jobs page and run its jobs (so it has all its columns),
+    and a run in the log (so a job has a last run to show)."""
+    make_timed_run()
+    member = django_user_model.objects.create_user(
+        "scheduler", password="a-long-password-1", is_staff=True
+    )
+    for codename in ("view_jobrun", "run_job"):
+        member.user_permissions.add(Permission.objects.get(codename=codename))
+    return member
+
+
+@pytest.mark.parametrize("language", [*LANGUAGES, pytest.param("/de", id="de")])
+@pytest.mark.parametrize(("width", "scheme"), LAYOUTS[:3])
+def test_the_jobs_page_fits_the_window_with_run_now_in_view(
+    site, page, scheduler, tmp_path, width, scheme, language
+):
+    page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    log_in(page, site, username="scheduler", password="a-long-password-1")
+    page.goto(f"{site.url}{language}/admin/jobs/jobrun/schedule/")
+    page.screenshot(path=tmp_path / f"jobs-{width}-{scheme}.png", full_page=True)
+    assert page.locator("#jobs tbody tr").count() == len(registry.jobs())
+    # No sideways scroll: the page is no wider than the window, and nothing sticks out of it.
+    assert_fits_the_window(page)
+    # Words stay whole; only the slugs and cron expressions (code) may break inside one.
+    assert page.evaluate(BROKEN_WORDS, ["#jobs", "code"]) == []
+    for button in page.locator("#jobs button").all():
+        box = button.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+    if width < 768:
+        # Each value is shown under its column's heading, since the table's own are hidden.
+        labels = page.evaluate(
+            "[...document.querySelectorAll('#jobs td[data-label]')].map("
+            "td => getComputedStyle(td, '::before').content)"
+        )
+        assert labels and all(label not in {"none", '""'} for label in labels), labels

@@ -221,3 +221,31 @@ def test_the_apps_own_413_keeps_its_reason(site, page, small_png):
     message, _tooltip = failure(page, "server")
     assert message == words
     assert csp_violations(page) == []
+
+
+TOO_MANY = {
+    "en": (
+        "The server is getting too many requests from this address; try again in a second. "
+        "The two browser lanes can still run it."
+    ),
+    "ru": (
+        "С этого адреса на сервер приходит слишком много запросов; попробуйте через секунду. "
+        "Обе браузерные дорожки могут обработать фото."
+    ),
+}
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_nginxs_429_is_told_in_the_pages_language(site, page, small_png, language):
+    open_with_photo(page, site, language, small_png)
+    # deploy/nginx.conf's @photo_too_many, word for word.
+    body = '{"error": "Too many requests; try again in 1 s.", "code": "too_many"}'
+    page.route(
+        "**/analyse/",
+        lambda route: route.fulfill(
+            status=429, content_type="application/json", body=body, headers={"Retry-After": "1"}
+        ),
+    )
+    message, _tooltip = failure(page, "server")
+    assert message.replace("\xa0", " ") == TOO_MANY[language]
+    assert csp_violations(page) == []

@@ -17,6 +17,8 @@ from tests.browser.conftest import READER_PASSWORD, RECORD_CSP_VIOLATIONS, csp_v
 pytestmark = pytest.mark.browser
 
 CENTRE = "/account/notifications/"
+# accounts/static/accounts/push-failure.js's BOUND_MS: how long turning push on may take.
+BOUND_MS = 20_000
 
 
 @pytest.fixture(autouse=True)
@@ -55,12 +57,12 @@ def tab(chromium, site):
     context.close()
 
 
-def open_centre(tab, site) -> None:
-    tab.goto(site.url + "/account/sign-in/?next=" + CENTRE)
+def open_centre(tab, site, *, language: str = "") -> None:
+    tab.goto(site.url + "/account/sign-in/?next=" + language + CENTRE)
     tab.fill("#id_username", "ada")
     tab.fill("#id_password", READER_PASSWORD)
     tab.click("button[type=submit]")
-    tab.wait_for_url(site.url + CENTRE)
+    tab.wait_for_url(site.url + language + CENTRE)
     # The worker registered on the sign-in page may activate, and claim the pages open then,
     # while the centre's navigation is still under way: that page stays uncontrolled (about
     # one run in three here). A navigation that starts once the worker is active is always
@@ -78,6 +80,16 @@ def visible_state(tab) -> str:
     )
 
 
+def visible_reason(tab) -> tuple[str, str]:
+    """The failure's reason and its sentence as shown: exactly one is."""
+    shown = tab.eval_on_selector_all(
+        "[data-push-state=failed] [data-push-reason]:not([hidden])",
+        "(spans) => spans.map((s) => [s.dataset.pushReason, s.innerText.trim()])",
+    )
+    assert len(shown) == 1, shown
+    return tuple(shown[0])
+
+
 def test_the_button_asks_only_when_pressed_and_tries_to_subscribe(tab, site, ada):
     open_centre(tab, site)
     # Permission is granted beforehand and no subscription exists: off, nothing asked yet.
@@ -92,13 +104,61 @@ def test_the_button_asks_only_when_pressed_and_tries_to_subscribe(tab, site, ada
         assert not ada.channel_addresses.filter(channel="webpush").exists()
     else:
         # Headless Debian Chromium has no push service (Chromium's is Google's, reached with
-        # Google's API keys, which Debian's build lacks; there is no network here either):
-        # with both permissions granted, pushManager.subscribe() still rejects, "Registration
-        # failed - permission denied". The section says so, and nothing reached the server.
+        # Google's API keys, which Debian's build lacks; there is no network here either), and
+        # a Playwright context is an incognito one, which Chromium gives no push at all: with
+        # both permissions granted, pushManager.subscribe() still rejects, "Registration
+        # failed - permission denied" (an AbortError). The section says why in a sentence of
+        # its own (the browser's words are English whatever the page's), and nothing reached
+        # the server.
         assert state == "failed"
-        assert tab.text_content("[data-push-error]").strip()
+        reason, sentence = visible_reason(tab)
+        assert reason == "no-push-here"
+        assert sentence.startswith("This browser refused to subscribe")
+        assert "Registration failed" not in tab.inner_text("#push")
         assert not ada.channel_addresses.exists()
         assert tab.is_visible("#push-on")
+    assert csp_violations(tab) == []
+
+
+# What a browser's push service that never answers looks like from the page: the subscription
+# is asked for and nothing comes back (Chromium's own, here, refuses at once instead).
+SUBSCRIBE_NEVER_ANSWERS = """
+PushManager.prototype.subscribe = function () { return new Promise(() => {}); };
+"""
+
+
+def test_a_failure_is_said_in_the_pages_language_without_the_browsers_words(tab, site, ada):
+    open_centre(tab, site, language="/de")
+    assert visible_state(tab) == "off"
+    tab.click("#push-on")
+    if visible_state(tab) == "on":
+        pytest.skip("this Chromium has a push service: there is no failure to read")
+    reason, sentence = visible_reason(tab)
+    assert reason == "no-push-here"
+    assert sentence.startswith("Dieser Browser")
+    section = tab.inner_text("#push")
+    assert "Registration failed" not in section and "permission denied" not in section
+    assert tab.is_visible("#push-on")  # and it may be tried again
+    assert csp_violations(tab) == []
+
+
+def test_a_push_service_that_never_answers_is_given_up_on_with_the_reason(tab, site, ada):
+    tab.add_init_script(SUBSCRIBE_NEVER_ANSWERS)
+    tab.clock.install()
+    open_centre(tab, site, language="/de")
+    assert visible_state(tab) == "off"
+    tab.click("#push-on")
+    tab.wait_for_selector("[data-push-state=working]:not([hidden])")
+    # Just short of the bound, it still waits; at the bound it gives up and says why.
+    tab.clock.run_for(BOUND_MS - 1000)
+    assert tab.is_visible("[data-push-state=working]")
+    tab.clock.run_for(1000)
+    assert visible_state(tab) == "failed"
+    reason, sentence = visible_reason(tab)
+    assert reason == "timeout"
+    assert sentence.startswith("Der Push-Dienst des Browsers hat nicht innerhalb von 20 Sekunden")
+    assert tab.is_visible("#push-on")
+    assert not ada.channel_addresses.exists()
     assert csp_violations(tab) == []
 
 

@@ -12,6 +12,7 @@ browser trusts, so the worker's notificationclick may open a window.
 from __future__ import annotations
 
 import io
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
@@ -50,6 +51,8 @@ def wired(settings, push_service):
     settings.WEBPUSH_VAPID_SUBJECT = "mailto:ops@example.com"
     settings.WEBPUSH_ALLOW_LOOPBACK = True
     settings.WEBPUSH_CA_FILE = str(push_service.ca_file)
+    # The push service's endpoints are on a free port, not 443.
+    settings.WEBPUSH_ENDPOINT_PORTS = (443, urlsplit(push_service.url).port)
     caches = (channels._load, precache.worker_config, views.worker_source)
     for cached in caches:
         cached.cache_clear()

@@ -27,8 +27,15 @@ class Response:
     seconds: float
 
 
-def get(port: int, path: str, *, timeout: float, headers: dict[str, str] | None = None) -> Response:
-    return request(port, "GET", path, timeout=timeout, headers=headers)
+def get(
+    port: int,
+    path: str,
+    *,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+    source: str | None = None,
+) -> Response:
+    return request(port, "GET", path, timeout=timeout, headers=headers, source=source)
 
 
 def request(
@@ -39,10 +46,17 @@ def request(
     timeout: float,
     headers: dict[str, str] | None = None,
     body: bytes | None = None,
+    source: str | None = None,
 ) -> Response:
-    """One request on a fresh connection, timed from connect to the last byte of the body."""
+    """One request on a fresh connection, timed from connect to the last byte of the body.
+
+    source: the loopback address to connect from (any of 127.0.0.0/8), so that nginx, which
+    counts clients by their address, sees another client."""
     started = time.perf_counter()
-    connection = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    source_address = (source, 0) if source else None
+    connection = http.client.HTTPConnection(
+        HOST, port, timeout=timeout, source_address=source_address
+    )
     try:
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
@@ -64,12 +78,12 @@ def slow_header(port: int, marker: str) -> socket.socket:
     return client
 
 
-def slow_body(port: int, marker: str) -> socket.socket:
+def slow_body(port: int, marker: str, *, path: str = "/") -> socket.socket:
     """A connection that sends complete headers of a 2 MB form post, then 1 KB of the body."""
     client = socket.create_connection((HOST, port), timeout=5)
     client.sendall(
         (
-            f"POST /?slow={marker} HTTP/1.1\r\nHost: {HOST}\r\nCookie: {CSRF_COOKIE}\r\n"
+            f"POST {path}?slow={marker} HTTP/1.1\r\nHost: {HOST}\r\nCookie: {CSRF_COOKIE}\r\n"
             "Content-Type: application/x-www-form-urlencoded\r\n"
             f"Content-Length: {SLOW_BODY_LENGTH}\r\n\r\n"
         ).encode()

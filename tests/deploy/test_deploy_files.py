@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -428,10 +429,86 @@ def test_every_variable_in_the_environment_example_is_one_the_site_reads():
         assert f'"{name}"' in read, name
 
 
-def test_the_environment_example_filled_in_passes_the_deploy_checks():
+def test_the_environment_example_filled_in_passes_the_deploy_checks(tmp_path):
     example = env_example()
     assert example["DJANGO_SECRET_KEY"] == ""  # no secret in the repository
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "V10R_"))}
+    clean = {k: v for k, v in clean.items() if not k.startswith("WEBPUSH_")}
     env = clean | example | {"DJANGO_SECRET_KEY": "filled-in-" + "k" * 50}
+    # The VAPID lines, appended as docs/deploy.md says: what the command prints on stdout.
+    keys = python("manage.py", "vapid_keys", "--subject", "mailto:ops@v10r.example", env=env)
+    assert keys.returncode == 0, keys.stderr
+    env_file = tmp_path / "v10r.env"
+    env_file.write_text((UNITS / "v10r.env.example").read_text() + keys.stdout)
+    lines = env_file.read_text().splitlines()
+    filled = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    env = clean | filled | {"DJANGO_SECRET_KEY": "filled-in-" + "k" * 50}
     result = python("manage.py", "check", "--deploy", "--fail-level", "WARNING", env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_environment_example_runs_the_inbox_and_web_push_as_the_sites_default_does():
+    from v10r import settings
+
+    channels = env_example()["V10R_CHANNELS"].split(",")
+    # The site's default is every channel; the example leaves out only the bots, which need
+    # tokens of the operator's own.
+    assert set(channels) == set(settings._CHANNEL_CLASSES) - {"telegram", "discord"}
+    assert {"inapp", "webpush"} <= set(channels)
+    text = (UNITS / "v10r.env.example").read_text()
+    for name in ("WEBPUSH_VAPID_PUBLIC_KEY", "WEBPUSH_VAPID_PRIVATE_KEY", "WEBPUSH_VAPID_SUBJECT"):
+        assert name in text, name
+    assert "manage.py vapid_keys --subject" in text and ">> /etc/v10r/v10r.env" in text
+
+
+def test_the_environment_example_keeps_retention_on():
+    example = env_example()
+    assert int(example["OUTBOX_KEEP_SENT_DAYS"]) >= 1
+    assert int(example["OUTBOX_KEEP_FINISHED_DAYS"]) >= int(example["OUTBOX_KEEP_SENT_DAYS"])
+
+
+# --- docs/deploy.md, as an operator follows it ----------------------------------------------
+
+DEPLOY_DOC = BASE_DIR / "docs" / "deploy.md"
+
+
+def doc_commands() -> list[str]:
+    """Every command in the guide's sh blocks, continuation lines joined, comments cut."""
+    blocks = re.findall(r"```sh\n(.*?)```", DEPLOY_DOC.read_text(), flags=re.DOTALL)
+    joined = "\n".join(blocks).replace("\\\n", " ")
+    commands = (" ".join(line.split("  #")[0].split()) for line in joined.splitlines())
+    return [command for command in commands if command]
+
+
+def test_the_one_host_steps_install_every_unit_and_start_the_jobs_timer():
+    commands = doc_commands()
+    copies = [c for c in commands if c.startswith("cp deploy/systemd/")]
+    assert copies, commands
+    # cp PATTERN… /etc/systemd/system/ && systemctl daemon-reload
+    patterns = copies[0].split()[1:-3]
+    units = [p.name for p in UNITS.iterdir() if p.suffix in {".service", ".timer"}]
+    for unit in units:
+        assert any(fnmatch.fnmatch(f"deploy/systemd/{unit}", p) for p in patterns), unit
+    enabled = " ".join(c for c in commands if c.startswith("systemctl enable --now"))
+    for unit in ("v10r-web", "v10r-drain", "v10r-jobs.timer"):
+        assert unit in enabled.split(), (unit, enabled)
+    # The timer starts the sweep the service runs.
+    assert unit_values(UNITS / "v10r-jobs.timer", "OnCalendar") == ["minutely"]
+    assert unit_values(UNITS / "v10r-jobs.service", "ExecStart")[0].endswith("run_jobs --due")
+
+
+def test_the_container_steps_run_the_jobs_beside_the_web_and_the_drain():
+    runs = [c for c in doc_commands() if c.startswith("podman run") and " -d " in c]
+    commands = [c.split(" v10r ", 1)[1] if " v10r " in c else "web" for c in runs]
+    assert "python manage.py drain_outbox" in commands, commands
+    assert "python manage.py run_jobs --every 60" in commands, commands
+
+
+def test_the_guide_makes_the_first_account_and_the_vapid_keys_where_the_site_reads_them():
+    commands = doc_commands()
+    assert any(c.endswith("manage.py createsuperuser") and "--pty" in c for c in commands)
+    assert any(c.endswith("python manage.py createsuperuser") and " -it " in c for c in commands)
+    appends = [c for c in commands if "manage.py vapid_keys --subject" in c]
+    assert any(c.endswith(">> /etc/v10r/v10r.env") for c in appends), appends
+    assert any(c.endswith(">> v10r.env") for c in appends), appends
+    assert "](accounts.md" in DEPLOY_DOC.read_text()  # sign-up, and the accounts staff add

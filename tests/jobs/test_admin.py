@@ -128,3 +128,18 @@ def test_the_runs_list_filters_by_job_and_status_and_cannot_be_edited(staff, onl
     run.refresh_from_db()
     assert run.status == Status.FAILED
     assert staff.get("/admin/jobs/jobrun/add/").status_code == 403
+
+
+def test_the_job_filter_offers_every_job_in_the_log_the_demo_job_too(staff, only):
+    """The showcase's demo job is not in the registry (it has no cadence), but its runs are
+    in the log: the filter names it, and finds them."""
+    only(COUNT)
+    make_run(slug="demo", trigger=Trigger.VISITOR, status=Status.SUCCEEDED)
+    make_run(trigger=Trigger.COMMAND, status=Status.SUCCEEDED)
+    page = staff.get("/admin/jobs/jobrun/")
+    [job_filter] = [spec for spec in page.context["cl"].filter_specs if spec.title == "job"]
+    assert [slug for slug, _ in job_filter.lookup_choices] == ["demo", "test-count"]
+    assert "?slug=demo" in page.content.decode()
+    demo = staff.get("/admin/jobs/jobrun/?slug=demo")
+    assert demo.context["cl"].result_count == 1
+    assert demo.context["cl"].result_list[0].trigger == Trigger.VISITOR

@@ -13,6 +13,8 @@ const text = {
   verdictWorkerSmoother: { one: "smoother {ratio} time", other: "smoother {ratio} times" },
   verdictWorkerSlow: "worker slow {worker} {main} {limit}",
   verdictBothSlow: "both slow {main} {worker}",
+  verdictBothSlowMainLonger: "main longer {main} {worker}",
+  verdictBothSlowWorkerLonger: "worker longer {worker} {main}",
   verdictClose: "close {main} {worker}",
   tryFullResolution: "try full",
 };
@@ -56,3 +58,18 @@ test("two slow frames of about the same length blame the machine", () => {
 test("twice as long but less than a stutter apart is close, not far longer", () => {
   assert.equal(verdict(lanes(40, 17), text), "close 40 ms 17 ms try full");
 });
+
+// Both slow, neither twice the other: about the same only within a fifth, or a stutter.
+for (const [main, worker, said] of [
+  [300, 250, "both slow 300 ms 250 ms"], // 1.2 times: within a fifth
+  [250, 300, "both slow 250 ms 300 ms"],
+  [60, 40, "both slow 60 ms 40 ms"], // 1.5 times, but 20 ms: less than a stutter apart
+  [138, 91, "main longer 138 ms 91 ms"], // 1.52 times and 47 ms: not "about the same"
+  [91, 138, "worker longer 138 ms 91 ms"],
+  [301, 250, "main longer 301 ms 250 ms"], // just past a fifth
+  [199, 100, "main longer 199 ms 100 ms"], // not yet twice
+]) {
+  test(`both slow at ${main} ms and ${worker} ms: ${said}`, () => {
+    assert.equal(verdict(lanes(main, worker), text), said);
+  });
+}

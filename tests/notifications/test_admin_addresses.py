@@ -4,6 +4,7 @@ are masked and rotate with the old one still valid, and an address is checked fo
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 
@@ -42,10 +43,78 @@ def test_a_blocked_bots_address_shows_as_deactivated_with_why(staff, user, setti
         peer.stop()
     page = staff.get(LIST + "?is_active__exact=0").content.decode()
     assert "1001" in page
-    assert "deactivated" in page
-    assert "BOT_BLOCKED" in page
+    # Switched off in a field of its own, why in words; the provider's own on its page.
+    assert cell(page, "state") == "switched off"
+    assert cell(page, "why").startswith("The recipient blocked the bot")
+    address = ChannelAddress.objects.get()
+    assert address.deactivated_reason.startswith("BOT_BLOCKED: ")
+    change = html.unescape(staff.get(f"{LIST}{address.pk}/change/").content.decode())
+    assert f"<code>{address.deactivated_reason}</code>" in change
+    assert 'data-state="switched-off"' in change
     ru = staff.get("/ru" + LIST).content.decode()
-    assert "Выберите адрес в канале для изменения" in ru and "отключён" in ru
+    assert "Выберите адрес в канале для изменения" in ru
+    assert cell(ru, "state") == "отключён"
+    assert cell(ru, "why").startswith("Получатель заблокировал бота")
+    de = staff.get("/de" + LIST).content.decode()
+    assert cell(de, "state") == "abgeschaltet"
+    assert cell(de, "why").startswith("Der Empfänger hat den Bot blockiert")
+
+
+def cell(page: str, field: str) -> str:
+    """The one list row's cell of field, as text."""
+    [found] = re.findall(rf'<td class="field-{field}">(.*?)</td>', page, re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", found)).split())
+
+
+@pytest.mark.parametrize(
+    ("stored", "sentence"),
+    [
+        ("BOT_BLOCKED: Forbidden: bot was blocked by the user", "The recipient blocked the bot"),
+        ("ENDPOINT_GONE: HTTP 410", "The webhook's endpoint answered 410 Gone"),
+        ("WEBPUSH_GONE: The push service answered 410", "The browser's push subscription has"),
+        ("WEBPUSH_BAD_KEYS: not a P-256 key", "The browser's push subscription has keys"),
+        ("SOMETHING_NEW: a provider's words", "The provider refused this address for good"),
+        ("", "Switched off by hand; no reason was recorded."),
+    ],
+)
+def test_each_stored_reason_reads_as_a_sentence_with_the_detail_kept(staff, user, stored, sentence):
+    address = ChannelAddress.objects.create(
+        user=user, channel="telegram", address="1001", is_active=False, deactivated_reason=stored
+    )
+    page = staff.get(LIST).content.decode()
+    assert cell(page, "state") == "switched off"
+    assert cell(page, "why").startswith(sentence)
+    change = html.unescape(staff.get(f"{LIST}{address.pk}/change/").content.decode())
+    if stored:
+        assert f"<code>{stored}</code>" in change
+
+
+def test_every_code_a_channel_switches_an_address_off_with_has_a_sentence():
+    """Walk the channels for ChannelError(…, deactivate_address=True) and each code it names."""
+    import ast
+    from pathlib import Path
+
+    from notifications import channels, deactivation
+
+    found = set()
+    for path in Path(channels.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            flags = {k.arg: k.value for k in node.keywords}
+            flag = flags.get("deactivate_address")
+            if isinstance(flag, ast.Constant) and flag.value is True:
+                code = node.args[0]
+                assert isinstance(code, ast.Constant), ast.unparse(node)
+                found.add(code.value)
+    assert found == set(deactivation.SENTENCES)
+
+
+def test_an_active_address_shows_as_active_with_no_reason(staff, user):
+    ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
+    page = staff.get(LIST).content.decode()
+    assert cell(page, "state") == "active"
+    assert cell(page, "why") == "-"
 
 
 def test_webhook_secrets_are_masked_and_rotate_with_the_old_one_valid(staff, user):
@@ -121,6 +190,35 @@ def test_the_dashboard_probes_a_bot_and_shows_the_round_trip(staff, settings):
         assert "Telegram: the probe failed: HTTP_503" in failed.content.decode()
         assert staff.get("/admin/notifications/channeladdress/probe/telegram/").status_code == 404
         assert staff.post("/admin/notifications/channeladdress/probe/email/").status_code == 404
+    finally:
+        channels.get("telegram").close()
+        channels._load.cache_clear()
+        peer.stop()
+
+
+def test_only_staff_with_the_probe_permission_make_the_site_call_a_provider(
+    client, django_user_model, settings
+):
+    from django.contrib.auth.models import Permission
+
+    from notifications import channels
+
+    peer = TelegramPeer(token="1:t")
+    settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "1:t", peer.base_url
+    channels._load.cache_clear()
+    looker = django_user_model.objects.create_user("looker", is_staff=True)
+    looker.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client.force_login(looker)
+    probe = "/admin/notifications/channeladdress/probe/telegram/"
+    try:
+        assert "data-probe=" not in client.get("/admin/").content.decode()
+        assert client.post(probe).status_code == 403
+        assert peer.requests == []  # refused before the site called anyone
+        looker.user_permissions.add(Permission.objects.get(codename="probe_channel"))
+        assert 'data-probe="telegram"' in client.get("/admin/").content.decode()
+        answered = client.post(probe, follow=True).content.decode()
+        assert "Telegram: @v10r_bot answered in" in answered
+        assert [request.path for request in peer.requests] == ["/bot1:t/getMe"]
     finally:
         channels.get("telegram").close()
         channels._load.cache_clear()

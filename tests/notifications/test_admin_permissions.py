@@ -20,12 +20,11 @@ pytestmark = pytest.mark.django_db
 # Django's own views of a ModelAdmin: POSTed like the custom ones, since they change rows too.
 STANDARD = ("changelist", "add", "history", "delete", "change")
 
-# Custom views a viewer may use, and why that is safe. The probe asks a provider who the bot
-# is (getMe, users/@me): it reads, writes nothing, and answers with the bot's public name and
-# a round-trip time, never the token. The jobs page lists the jobs and their last runs: it
-# reads, and writes nothing (Run now is a view of its own, behind jobs.run_job). Anything not
-# listed here must refuse a viewer.
-OPEN_TO_VIEWERS = {"notifications_channel_probe", "jobs_jobrun_schedule"}
+# Custom views a viewer may use, and why that is safe. The jobs page lists the jobs and their
+# last runs: it reads, and writes nothing (Run now is a view of its own, behind jobs.run_job).
+# Anything not listed here must refuse a viewer: the probe too, which makes the site call a
+# provider with its bot token (notifications.probe_channel).
+OPEN_TO_VIEWERS = {"jobs_jobrun_schedule"}
 
 
 @pytest.fixture
@@ -175,5 +174,8 @@ def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_u
     client.force_login(person)
     assert "data-probe=" not in client.get("/admin/").content.decode()
     assert client.post("/admin/notifications/channeladdress/probe/telegram/").status_code == 403
+    # Seeing the addresses is not enough: the probe is an act of its own.
     person.user_permissions.add(Permission.objects.get(codename="view_channeladdress"))
+    assert "data-probe=" not in client.get("/admin/").content.decode()
+    person.user_permissions.add(Permission.objects.get(codename="probe_channel"))
     assert 'data-probe="telegram"' in client.get("/admin/").content.decode()

@@ -209,3 +209,11 @@ def test_searching_a_gathered_notifications_id_finds_its_digest(admin_client, re
     carrier = NotificationDelivery.objects.get(pk=carrier_id)
     response = admin_client.get(DELIVERIES, {"q": str(carrier.notification_id)})
     assert [row.pk for row in response.context["cl"].result_list] == [carrier_id]
+
+
+def test_the_notifications_list_and_page_name_a_digest_by_what_it_gathers(admin_client, reader):
+    carrier = carrier_with(reader, "Ada", "Ben")
+    listed = page(admin_client, NOTIFICATIONS)
+    assert "Digest · 2 notifications · Your account" in listed
+    body = page(admin_client, f"{NOTIFICATIONS}{carrier.notification_id}/change/")
+    assert "<h2>Digest · 2 notifications · Your account — to reader</h2>" in body

@@ -133,7 +133,9 @@ def test_unsubscribe_touches_only_the_users_own_row(user, other):
         ("https://push.example/" + "a" * 500, "longer than 500 characters"),
         ("https://push .example/x", "spaces"),
         ("https://127.0.0.1/x", "loopback"),
-        ("https://localhost.localdomain:8443/x", "does not resolve"),
+        ("https://localhost.localdomain/x", "does not resolve"),
+        ("https://push.example:8443/x", "port is 8443; push services are reached on port 443"),
+        ("https://push.example:80/x", "port is 80"),
         ("https://0177.0.0.1/x", "loopback"),
         ("https://10.1.2.3/x", "private network"),
         ("https://192.168.1.1/x", "private network"),
@@ -162,6 +164,7 @@ def test_an_endpoint_that_is_not_a_public_https_url_is_refused(user, endpoint, m
 
 def test_loopback_is_allowed_only_where_the_setting_says_so(user, settings):
     settings.WEBPUSH_ALLOW_LOOPBACK = True
+    settings.WEBPUSH_ENDPOINT_PORTS = (443, 8443)
     address = subscribe(user, "https://127.0.0.1:8443/push/abc")
     assert address.address == "https://127.0.0.1:8443/push/abc"
     with pytest.raises(ValidationError, match="private network"):
@@ -298,3 +301,28 @@ def test_two_browsers_subscribing_at_once_cannot_pass_the_cap_together(transacti
     active = ChannelAddress.objects.filter(user=user, channel=WEBPUSH, is_active=True)
     assert active.count() == subscriptions.MAX_SUBSCRIPTIONS
     assert second["refused"].code == "too_many"
+
+
+def test_an_endpoint_on_a_port_of_the_configured_list_is_taken(user, settings):
+    with pytest.raises(ValidationError) as refused:
+        subscribe(user, "https://push.example:8443/send/abc")
+    assert refused.value.messages == [
+        "The endpoint's port is 8443; push services are reached on port 443 only."
+    ]
+    settings.WEBPUSH_ENDPOINT_PORTS = (443, 8443)
+    assert subscribe(user, "https://push.example:8443/send/abc").address == (
+        "https://push.example:8443/send/abc"
+    )
+    assert subscribe(user, "https://push.example/send/def").address == (
+        "https://push.example/send/def"
+    )
+
+
+def test_a_refused_port_is_said_in_the_users_language(user):
+    from django.utils import translation
+
+    with translation.override("de"), pytest.raises(ValidationError) as refused:
+        subscribe(user, "https://push.example:8443/send/abc")
+    assert refused.value.messages == [
+        "Der Port des Endpunkts ist 8443; Push-Dienste werden nur über Port 443 erreicht."
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 
 import pytest
@@ -17,7 +18,7 @@ from core import vapid
 from notifications import catalogue, channels, enqueue, subscriptions
 from notifications.channels import webpush
 from notifications.models import ChannelAddress, NotificationDelivery, PushSubscription, Recipient
-from tests.helpers import make_outgoing, notify
+from tests.helpers import make_outgoing, notify, python
 from tests.pushpeer import PushPeer, decrypt
 from tests.v10r.test_settings import read_settings
 
@@ -48,6 +49,32 @@ def test_each_run_prints_a_fresh_pair_and_only_the_pair_without_a_subject():
     first, second = printed_keys(), printed_keys()
     assert sorted(first) == ["WEBPUSH_VAPID_PRIVATE_KEY", "WEBPUSH_VAPID_PUBLIC_KEY"]
     assert first != second
+
+
+def test_vapid_keys_run_as_an_operator_does_prints_only_the_key_lines_on_stdout(
+    tmp_path, monkeypatch
+):
+    """`manage.py vapid_keys … >> v10r.env` appends the lines and nothing else: the advice,
+    and any warning, go to stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "WEBPUSH_"))}
+    env |= {"DJANGO_SECRET_KEY": "vapid-keys-" + "k" * 50, "V10R_CHANNELS": "email,webpush,demo"}
+    result = python("manage.py", "vapid_keys", "--subject", SUBJECT, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("\n")  # the next line appended starts on a line of its own
+    names = [line.partition("=")[0] for line in result.stdout.splitlines()]
+    assert names == [
+        "WEBPUSH_VAPID_PUBLIC_KEY",
+        "WEBPUSH_VAPID_PRIVATE_KEY",
+        "WEBPUSH_VAPID_SUBJECT",
+    ]
+    assert "restart" in result.stderr
+    # No system check ran: web push not being set up yet is why the command is run.
+    assert "W010" not in result.stderr
+    env_file = tmp_path / "v10r.env"
+    env_file.write_text("DJANGO_ALLOWED_HOSTS=v10r.example\n" + result.stdout)
+    appended = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+    read = read_settings(monkeypatch, **appended)
+    assert read["WEBPUSH_VAPID_SUBJECT"] == SUBJECT
 
 
 def test_vapid_keys_refuses_a_subject_a_push_service_cannot_use():
@@ -120,6 +147,8 @@ def wired(settings, peer):
         setattr(settings, name, value)
     settings.WEBPUSH_ALLOW_LOOPBACK = True
     settings.WEBPUSH_CA_FILE = str(peer.ca_file)
+    # The peer listens on a free port, not 443.
+    settings.WEBPUSH_ENDPOINT_PORTS = (443, peer.port)
     channels._load.cache_clear()
     yield peer
     for channel in channels.configured().values():
@@ -217,6 +246,19 @@ def test_two_devices_both_receive_and_a_gone_one_alone_is_deactivated(
     assert row().status == "sent"
     active = set(ChannelAddress.objects.filter(is_active=True).values_list("pk", flat=True))
     assert active == {phone.pk, laptop.pk}
+
+
+def test_an_endpoint_on_a_port_no_longer_allowed_is_refused_at_send(
+    transactional_db, wired, settings, user
+):
+    settings.WEBPUSH_ENDPOINT_PORTS = (443,)
+    channels._load.cache_clear()
+    device(user, wired, "phone")  # stored while its port was allowed
+    notify(user, channels=["webpush"])
+    drain()
+    assert (row().status, row().error_code) == ("failed", "WEBPUSH_PORT")
+    assert f"port {wired.port}" in row().error_message
+    assert wired.pushes == [] and wired.accepted == 0
 
 
 def test_an_endpoint_on_a_private_address_is_refused_at_send(

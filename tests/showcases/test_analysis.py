@@ -575,6 +575,10 @@ def one_bit_bomb() -> bytes:
         # 12,000,000 × 18 = 216, + 8 = 224; 192 / 18 = 10.7 → 10
         (png_price(size=(4000, 3000), mode="RGBA"), 224, 10),
         (png_price(size=(4000, 3000), mode="I"), 224, 10),  # a mode not listed: the widest
+        # interlaced: 12,000,000 × (15 + 3) = 216, + 8 = 224; 192 / 18 = 10.7 → 10
+        (png_price(size=(4000, 3000), mode="RGB", interlaced=True), 224, 10),
+        # 36,000,000 × (5 + 3) = 288, + 8 = 296; 192 / 8 = 24
+        (png_price(size=(6000, 6000), mode="1", interlaced=True), 296, 24),
         # 12,000,000 × 3 = 36, + 1000 × 750 × 13 = 9.75, + 8 = 53.75 → 54; (192 − 9.75) / 3 → 60
         (jpeg_price(size=(4000, 3000), decoded=(1000, 750), multi_scan=False), 54, 60),
         # 12,000,000 × 10 = 120, + 9.75, + 8 = 137.75 → 138; (192 − 9.75) / 10 = 18.2 → 18
@@ -627,6 +631,55 @@ def test_a_one_bit_png_of_50_megapixels_is_refused_unread_with_what_to_do(decode
     assert decodes == []
 
 
+# The seven passes of Adam7: (first column, first row, column step, row step).
+ADAM7 = [
+    (0, 0, 8, 8),
+    (4, 0, 8, 8),
+    (0, 4, 4, 8),
+    (2, 0, 4, 4),
+    (0, 2, 2, 4),
+    (1, 0, 2, 2),
+    (0, 1, 1, 2),
+]
+
+
+def one_bit_png(size: tuple[int, int], *, interlaced: bool) -> bytes:
+    """A blank one-bit greyscale PNG, interlaced (Adam7) or not: Pillow writes only plain ones."""
+    width, height = size
+    raw = bytearray()
+    for left, top, step_x, step_y in ADAM7 if interlaced else [(0, 0, 1, 1)]:
+        columns, rows = len(range(left, width, step_x)), len(range(top, height, step_y))
+        if columns and rows:
+            raw += (b"\0" + bytes(-(-columns // 8))) * rows  # filter byte, then packed bits
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, int(interlaced))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(bytes(raw), 9))
+        + png_chunk(b"IEND", b"")
+    )
+
+
+def test_an_interlaced_png_is_decoded_like_a_plain_one():
+    plain = analysis.analyse(one_bit_png((64, 48), interlaced=False))
+    interlaced = analysis.analyse(one_bit_png((64, 48), interlaced=True))
+    assert interlaced["swatches"] == plain["swatches"]
+    assert (interlaced["sourceWidth"], interlaced["sourceHeight"]) == (64, 48)
+
+
+def test_an_interlaced_png_is_refused_unread_at_a_size_a_plain_one_may_have(decodes):
+    # 36 MP of one bit: plain, 36 × 5 + 8 = 188 ms, within; interlaced, 36 × 8 + 8 = 296.
+    size = (6000, 6000)
+    assert png_price(size=size, mode="1").milliseconds <= analysis.MAX_ANALYSIS_MS
+    error = refused(with_png_size(one_bit_png((64, 48), interlaced=True), size))
+    assert error.status == 413
+    assert error.message == (
+        "This PNG is interlaced and has 36 megapixels; the server lane analyses interlaced "
+        "PNGs like it of up to 24 megapixels. Scale it down, or save it without interlacing."
+    )
+    assert decodes == []
+
+
 def test_a_png_within_the_price_is_decoded(decodes):
     analysis.analyse(encoded(Image.new("1", (640, 480)), "PNG"))
     assert decodes and decodes[0][:2] == ("load", "PNG")
@@ -663,7 +716,7 @@ def one_slot(monkeypatch) -> threading.BoundedSemaphore:
 def test_when_every_decode_slot_is_taken_the_upload_is_told_when_to_retry(one_slot):
     one_slot.acquire()
     error = refused(encoded(photo((64, 48)), "PNG"))
-    assert (error.status, error.retry_after_seconds) == (503, 5)
+    assert (error.status, error.retry_after_seconds) == (429, 5)
     assert error.message == "The server is busy decoding other images; try again in 5 s."
 
 
@@ -691,7 +744,7 @@ def test_once_one_upload_decodes_and_one_waits_the_next_is_refused_without_waiti
     for _ in range(analysis.DECODE_SLOTS + analysis.DECODE_QUEUE):
         turns.acquire()
     error = refused(encoded(photo((64, 48)), "PNG"))
-    assert (error.status, error.retry_after_seconds) == (503, 5)
+    assert (error.status, error.retry_after_seconds) == (429, 5)
     assert slots.asked == 0
     # A turn given back lets the next upload queue for a slot.
     turns.release()
@@ -723,10 +776,10 @@ def post(client, data: bytes, *, address: str = "127.0.0.1", prefix: str = ""):
 
 
 @pytest.mark.django_db
-def test_the_endpoint_answers_a_busy_process_with_503_and_a_message(client, one_slot):
+def test_the_endpoint_answers_a_busy_process_with_429_and_a_message(client, one_slot):
     one_slot.acquire()
     response = post(client, encoded(photo((64, 48)), "PNG"))
-    assert response.status_code == 503
+    assert response.status_code == 429
     assert response["Retry-After"] == "5"
     assert "busy decoding other images" in response.json()["error"]
 
@@ -755,11 +808,9 @@ def request_log():
 @pytest.mark.django_db
 def test_a_busy_refusal_is_logged_as_one_warning_and_no_error(client, one_slot, request_log):
     one_slot.acquire()
-    assert post(client, encoded(photo((64, 48)), "PNG")).status_code == 503
+    assert post(client, encoded(photo((64, 48)), "PNG")).status_code == 429
     logged = [(r.levelname, r.getMessage()) for r in request_log.records]
-    assert logged == [
-        ("WARNING", "Service Unavailable (refused, retry in 5 s): /showcases/workers/analyse/")
-    ]
+    assert logged == [("WARNING", "Too Many Requests: /showcases/workers/analyse/")]
 
 
 @pytest.mark.django_db
@@ -902,7 +953,7 @@ def test_an_upload_refused_over_its_price_is_charged_nothing(client):
 @pytest.mark.django_db
 def test_an_upload_a_busy_process_refuses_is_charged_nothing(client, one_slot):
     one_slot.acquire()
-    assert post(client, small_png()).status_code == 503
+    assert post(client, small_png()).status_code == 429
     assert (charged("analyse-cpu:127.0.0.1"), charged("analyse-cpu")) == (0, 0)
 
 
@@ -917,6 +968,10 @@ def _too_many_parts(client, one_slot, monkeypatch) -> bytes:
 
 def _over_its_price(client, one_slot, monkeypatch) -> bytes:
     return one_bit_bomb()
+
+
+def _interlaced_over_its_price(client, one_slot, monkeypatch) -> bytes:
+    return with_png_size(one_bit_png((64, 48), interlaced=True), (6000, 6000))
 
 
 def _every_slot_taken(client, one_slot, monkeypatch) -> bytes:
@@ -937,15 +992,17 @@ REFUSALS = [
     (_too_many_parts, 413, "/de", "zu vielen Teilen"),
     (_over_its_price, 413, "/ru", "В этом изображении PNG 50 Мп"),
     (_over_its_price, 413, "/de", "Dieses PNG-Bild hat 50 Megapixel"),
+    (_interlaced_over_its_price, 413, "/ru", "Это чересстрочный PNG на 36 Мп"),
+    (_interlaced_over_its_price, 413, "/de", "Dieses PNG ist interlaced und hat 36 Megapixel"),
     (
         _every_slot_taken,
-        503,
+        429,
         "/ru",
         "Сервер занят декодированием других изображений; попробуйте снова через 5 с.",
     ),
     (
         _every_slot_taken,
-        503,
+        429,
         "/de",
         "Der Server dekodiert gerade andere Bilder; versuchen Sie es in 5 s erneut.",
     ),
@@ -1143,7 +1200,7 @@ FUZZ_CASES = 3000
 def _wrong_answer(response) -> str | None:
     """Return what is wrong with the endpoint's answer, or None."""
     status = response.status_code
-    if status != 200 and not (400 <= status < 500 or status == 503):
+    if status != 200 and not 400 <= status < 500:
         return f"status {status}"
     if response.get("Content-Type") != "application/json":
         return f"status {status}, {response.get('Content-Type')}"

@@ -142,7 +142,8 @@ def test_in_german_the_next_look_reads_as_the_versandschleifes_next_run():
     with translation.override("de"):
         text = note(delivery, loop(ticked_ago=5, interval=15))
     assert re.fullmatch(
-        r"Sein Commit hat der Versandschleife ein Wecksignal geschickt; verpasst sie es, sucht "
+        r"Der Commit, der sie eingereiht hat, hat der Versandschleife ein Wecksignal geschickt; "
+        r"verpasst sie es, sucht "
         r"sie trotzdem alle 15\xa0s nach fälligen Zeilen, der nächste Durchlauf folgt in etwa "
         r"(9|10)\xa0s\.",
         text,
@@ -208,7 +209,7 @@ def test_a_row_claimed_again_shows_no_pickup_its_first_claims_time_is_gone(clien
     [
         ("en", "Cancelled before a drain loop sent it; it will not be sent."),
         ("ru", "Отменена до того, как цикл обработки её отправил; отправлена не будет."),
-        ("de", "Storniert, bevor eine Versandschleife es gesendet hat; es wird nicht gesendet."),
+        ("de", "Storniert, bevor eine Versandschleife sie gesendet hat; sie wird nicht gesendet."),
     ],
 )
 def test_a_row_staff_cancelled_says_so_not_that_it_will_be_retried(language, said):

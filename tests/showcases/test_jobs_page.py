@@ -4,6 +4,7 @@ demo job a visitor runs in the request, behind the same rate-limit door as Try i
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 
@@ -18,8 +19,8 @@ PAGE = "/showcases/jobs/"
 PREFIX = {"en": "", "ru": "/ru", "de": "/de"}
 CADENCE_WORDS = {
     "en": ("Every 5 minutes", "At 17 minutes past the hour"),
-    "ru": ("Каждые 5 минут", "В 17 минут"),
-    "de": ("Alle 5 Minuten", "Bei Minute 17"),
+    "ru": ("Каждые 5 минут", "Каждый час в 17 минут"),
+    "de": ("Alle 5 Minuten", "Stündlich, 17 Minuten nach der vollen Stunde"),
 }
 RUN_BUTTON = {"en": "Run the demo job", "ru": "Запустить демо-задачу", "de": "Demo-Job ausführen"}
 
@@ -229,3 +230,150 @@ def test_why_a_run_timed_out_or_was_skipped_is_said_in_the_visitors_language(
     body = html.unescape(client.get("/ru" + PAGE + "log/").content.decode())
     assert said in body
     assert "Ran past" not in body and "already r" not in body
+
+
+def test_the_demo_runs_result_names_the_states_in_the_visitors_language(client):
+    client.post("/ru" + PAGE + "demo/", HTTP_HX_REQUEST="true")
+    body = html.unescape(client.get("/ru" + PAGE + "log/").content.decode())
+    result = body.split("data-run-result>")[1].split("</code>")[0]
+    # In the states' own order, as the workers page counts them.
+    assert result.startswith("ожидает: 0, повтор: 0, в работе: 0, отправлено: 0, ")
+    assert "pending" not in result and "sent" not in result
+
+
+PLATFORM_LINES = {
+    # id: (English, Russian, German), each the start of the line that names the host.
+    "container": (
+        "This site runs in a container,",
+        "Сайт работает в контейнере,",
+        "Diese Website läuft in einem Container,",
+    ),
+    "machine": (
+        "This site runs on a machine of its own (a server or a computer, no serverless",
+        "Сайт работает на собственной машине",
+        "Diese Website läuft auf einem eigenen Rechner",
+    ),
+    "fly": (
+        "This site runs on Fly.io, a host that keeps processes alive",
+        "Сайт работает на Fly.io — хостинге",
+        "Diese Website läuft auf Fly.io, einem Host",
+    ),
+}
+
+
+@pytest.mark.parametrize("platform_id", sorted(PLATFORM_LINES))
+def test_the_platform_line_says_what_the_host_is_in_the_visitors_language(
+    client, settings, platform_id
+):
+    settings.V10R_PLATFORM = platform_id
+    for prefix, line in zip(("", "/ru", "/de"), PLATFORM_LINES[platform_id], strict=True):
+        body = " ".join(html.unescape(client.get(prefix + PAGE).content.decode()).split())
+        assert f'data-platform-id="{platform_id}">{line}' in body
+        # No host is called by a product name it does not have.
+        assert not any(name in body for name in ("on Container", "на Container", "auf Container"))
+        # The scheduler's command follows, in the same language.
+        tail = {"": "wakes once a minute", "/ru": "просыпается раз в минуту"}
+        assert tail.get(prefix, "wacht einmal pro Minute auf") in body
+
+
+def test_a_host_without_a_platforms_or_a_containers_marks_is_a_machine_not_a_container(
+    client, settings, monkeypatch
+):
+    from core import platform
+
+    settings.V10R_PLATFORM = ""
+    for variable in ("VERCEL", "FLY_APP_NAME", "RAILWAY_ENVIRONMENT"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(platform, "in_container", lambda **_: False)
+    assert 'data-platform-id="machine"' in client.get(PAGE).content.decode()
+    monkeypatch.setattr(platform, "in_container", lambda **_: True)
+    assert 'data-platform-id="container"' in client.get(PAGE).content.decode()
+
+
+def test_a_signed_in_reader_sees_the_runs_in_their_zone_and_is_told_which(
+    client, django_user_model
+):
+    from notifications.models import Recipient
+
+    reader = django_user_model.objects.create_user("ada")
+    Recipient.objects.create(user=reader, time_zone="Asia/Tokyo")
+    make_run(
+        slug="housekeeping",
+        status=Status.SUCCEEDED,
+        started_at="2026-01-01T00:00:00Z",
+        deadline_at="2026-01-01T00:02:00Z",
+    )
+    anonymous = client.get(PAGE).content.decode()
+    assert 'data-time-zone="UTC"' in anonymous
+    assert 'datetime="2026-01-01T00:00:00+00:00"' in anonymous
+    client.force_login(reader)
+    signed_in = client.get(PAGE).content.decode()
+    assert 'data-time-zone="Asia/Tokyo"' in signed_in
+    assert 'datetime="2026-01-01T09:00:00+09:00"' in signed_in
+
+
+def test_visitors_together_are_capped_site_wide_with_429_and_retry_after(client, monkeypatch):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 2)
+    # Each visitor from an address of its own, every one well within its own limit.
+    codes = [
+        client.post(PAGE + "demo/", HTTP_HX_REQUEST="true", REMOTE_ADDR=f"192.0.2.{n}")
+        for n in range(1, 4)
+    ]
+    assert [response.status_code for response in codes] == [200, 200, 429]
+    refused = codes[-1]
+    assert 55 <= int(refused["Retry-After"]) <= 60  # until the first run is a minute old
+    assert refused["X-Jobs-Fragment"] == "refused"
+    assert (
+        "Visitors have run the demo job 2 times in the last minute, as often as the site "
+        "allows; try again in"
+    ) in html.unescape(refused.content.decode())
+    assert JobRun.objects.filter(slug=demo_job.SLUG).count() == 2
+
+
+def test_runs_older_than_the_window_leave_room_for_new_ones(client, monkeypatch):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 2)
+    for _ in range(2):
+        make_run(slug=demo_job.SLUG, trigger=Trigger.VISITOR, status=Status.SUCCEEDED)
+    assert demo_job.site_wait_seconds() == 0  # started in January: long out of the window
+    assert client.post(PAGE + "demo/", HTTP_HX_REQUEST="true").status_code == 200
+
+
+def test_the_log_keeps_the_sites_own_runs_in_view_under_a_flood_of_demo_runs(client):
+    own = [
+        make_run(
+            slug=slug,
+            status=Status.SUCCEEDED,
+            started_at=f"2026-01-01T00:{minute:02d}:00Z",
+            deadline_at="2026-01-01T01:00:00Z",
+        )
+        for minute, slug in enumerate(["housekeeping", "prune-outbox"] * 6)
+    ]
+    for second in range(50):  # all newer than every one of the site's
+        make_run(
+            slug=demo_job.SLUG,
+            trigger=Trigger.VISITOR,
+            status=Status.SUCCEEDED,
+            started_at=f"2026-01-01T00:30:{second:02d}Z",
+        )
+    body = client.get(PAGE + "log/").content.decode()
+    shown = [int(found) for found in re.findall(r'data-run-id="(\d+)"', body)]
+    assert {run.pk for run in own} <= set(shown)
+    assert body.count(f'data-run-slug="{demo_job.SLUG}"') == jobs_page.DEMO_SHOWN
+    # Newest first, the visitors' latest on top.
+    assert shown[0] == JobRun.objects.filter(slug=demo_job.SLUG).first().pk
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("ru", "Посетители исчерпали общий лимит запусков демо-задачи (1 в минуту)"),
+        ("de", "Besucher haben den Demo-Job in der letzten Minute 1-mal ausgeführt"),
+    ],
+)
+def test_the_site_wide_cap_is_said_in_the_visitors_language(client, monkeypatch, language, said):
+    monkeypatch.setattr(demo_job, "SITE_LIMIT", 1)
+    url = PREFIX[language] + PAGE + "demo/"
+    assert client.post(url, HTTP_HX_REQUEST="true", REMOTE_ADDR="192.0.2.1").status_code == 200
+    refused = client.post(url, HTTP_HX_REQUEST="true", REMOTE_ADDR="192.0.2.2")
+    assert refused.status_code == 429
+    assert said in html.unescape(refused.content.decode())

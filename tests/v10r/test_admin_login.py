@@ -11,7 +11,7 @@ import pytest
 
 from v10r.admin import LOGIN_FAILURES_PER_CLIENT, LOGIN_FAILURES_PER_USERNAME
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_hashes")]
+pytestmark = pytest.mark.django_db
 
 LOGIN = "/admin/login/"
 PASSWORD = "a-long-password-1"

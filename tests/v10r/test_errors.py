@@ -81,3 +81,23 @@ def test_the_server_error_page_renders_without_a_request_in_each_language(langua
     expected = {"en": "Something went wrong", "ru": "Что-то пошло не так"}
     expected["de"] = "Etwas ist schiefgelaufen"
     assert f"<h1>{expected[language]}</h1>" in body
+
+
+@pytest.mark.parametrize(
+    ("path", "language", "title"),
+    [
+        ("/showcases/jobs/demo/", "en", "The form was not sent"),
+        ("/ru/showcases/jobs/demo/", "ru", "Форма не отправлена"),
+        ("/de/showcases/jobs/demo/", "de", "Das Formular wurde nicht gesendet"),
+    ],
+)
+def test_a_form_without_its_csrf_token_gets_the_sites_page_in_the_visitors_language(
+    path, language, title
+):
+    response = Client(enforce_csrf_checks=True).post(path)
+    assert response.status_code == 403
+    body = response.content.decode()
+    assert f'<html lang="{language}" ' in body
+    assert f"<h1>{title}</h1>" in body
+    assert 'class="site-header"' in body
+    assert "DEBUG" not in body  # Django's own page speaks to developers

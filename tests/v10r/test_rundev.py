@@ -3,6 +3,7 @@ one line, and the system checks' warnings are printed once, not once per process
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -96,7 +97,62 @@ def test_a_taken_port_stops_rundev_with_one_line_naming_it(option, variable, wha
             seconds=60,
         )
     assert result.returncode != 0
-    assert result.stderr.splitlines() == [
+    [line] = result.stderr.splitlines()
+    prefix = (
         f"CommandError: Port {port} ({what}) is taken by another process; stop it, or "
-        f"choose another port: make run {variable}={port + 1}"
-    ]
+        f"choose another port: make run {variable}="
+    )
+    assert line.startswith(prefix), line
+    hinted = int(line.removeprefix(prefix))
+    # The hint is a port that was free, and not the other server's.
+    assert hinted > port and hinted not in others.values()
+
+
+@contextlib.contextmanager
+def taken_run(length: int):
+    """Hold length consecutive ports on 127.0.0.1, listening; yield the first."""
+    while True:
+        held = []
+        try:
+            first = socket.socket()
+            first.bind(("127.0.0.1", 0))
+            held.append(first)
+            start = first.getsockname()[1]
+            for offset in range(1, length):
+                more = socket.socket()
+                held.append(more)
+                more.bind(("127.0.0.1", start + offset))
+        except OSError:
+            for sock in held:
+                sock.close()
+            continue
+        for sock in held:
+            sock.listen()
+        try:
+            yield start
+        finally:
+            for sock in held:
+                sock.close()
+        return
+
+
+def test_the_hint_for_a_taken_port_skips_the_taken_ports_after_it():
+    from v10r.management.commands import rundev
+
+    with taken_run(3) as port:
+        hinted = rundev.free_port_after(port)
+        assert hinted is not None and hinted >= port + 3
+        assert rundev.is_free(hinted)
+        assert not rundev.is_free(port + 1)
+        assert rundev.free_port_after(port, avoid=frozenset({hinted})) != hinted
+
+
+def test_a_taken_port_with_a_taken_neighbour_is_never_hinted_at():
+    from django.core.management.base import CommandError
+
+    from v10r.management.commands import rundev
+
+    with taken_run(2) as port, pytest.raises(CommandError) as refused:
+        rundev.refuse_taken(port=port, what="the web server", variable="PORT")
+    assert f"make run PORT={port + 1}" not in str(refused.value)
+    assert f"Port {port} (the web server) is taken" in str(refused.value)

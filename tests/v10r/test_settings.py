@@ -89,6 +89,7 @@ BOUNDS = [
     ("CRON_DRAIN_SECONDS", "1", "0.5", "50", "50.1"),
     ("DJANGO_HSTS_SECONDS", "0", "-1", "63072000", "63072001"),
     ("V10R_TRUSTED_PROXIES", "0", "-1", "10", "11"),
+    ("INBOX_STATE_POLLS_PER_MINUTE", "40", "39", "10000", "10001"),
     ("OUTBOX_KEEP_SENT_DAYS", "1", "0", "36500", "36501"),
     ("OUTBOX_KEEP_FINISHED_DAYS", "1", "0", "36500", "36501"),
     ("OUTBOX_PRUNE_BATCH", "1", "0", "100000", "100001"),
@@ -394,3 +395,32 @@ def test_a_provider_rate_is_zero_or_at_least_one_send_in_a_thousand_seconds(monk
     )
     with pytest.raises(SettingError, match=r"^DELIVERY_RATE_TELEGRAM=1e-09 is slower than one"):
         read_settings(monkeypatch, DELIVERY_RATE_TELEGRAM="1e-9")
+
+
+def test_the_suite_hashes_passwords_quickly_and_the_site_does_not(db, django_user_model):
+    # tests/conftest.py's quick_hashes: MD5 for every test that does not ask for the real one.
+    user = django_user_model.objects.create_user("quick", password="a long enough secret")
+    assert user.password.startswith("md5$")
+
+
+@pytest.mark.real_password_hasher
+def test_a_test_that_asks_for_the_real_hasher_gets_the_sites_own(db, django_user_model):
+    user = django_user_model.objects.create_user("real", password="a long enough secret")
+    assert user.password.startswith("pbkdf2_sha256$")
+    assert user.check_password("a long enough secret")
+
+
+@pytest.mark.parametrize(
+    ("value", "read"), [(None, (443,)), ("443", (443,)), (" 443, 8443 ,443", (443, 8443))]
+)
+def test_push_endpoint_ports_are_a_list_of_ports(monkeypatch, value, read):
+    extra = {} if value is None else {"WEBPUSH_ENDPOINT_PORTS": value}
+    assert read_settings(monkeypatch, **extra)["WEBPUSH_ENDPOINT_PORTS"] == read
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "https", "443;8443", "-1"])
+def test_a_push_endpoint_port_that_is_no_port_is_refused(monkeypatch, value):
+    with pytest.raises(SettingError) as refused:
+        read_settings(monkeypatch, WEBPUSH_ENDPOINT_PORTS=value)
+    assert str(refused.value).startswith(f"WEBPUSH_ENDPOINT_PORTS={value!r}: ")
+    assert "is not a port from 1 to 65535" in str(refused.value)

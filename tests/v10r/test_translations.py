@@ -73,3 +73,59 @@ def test_every_plural_has_as_many_forms_as_its_language_declares(po_path):
     declared = int(po.metadata["Plural-Forms"].split("nplurals=")[1].split(";")[0])
     short = [e.msgid for e in po if e.msgid_plural and len(e.msgstr_plural) != declared]
     assert short == []
+
+
+def translation_of(language: str, msgid: str, *, context: str | None = None) -> list[str]:
+    po = polib.pofile(str(Path(settings.BASE_DIR, "locale", language, "LC_MESSAGES/django.po")))
+    [entry] = [e for e in po if e.msgid == msgid and e.msgctxt == context and not e.obsolete]
+    return list(entry.msgstr_plural.values()) if entry.msgid_plural else [entry.msgstr]
+
+
+# What a walk through the site in Russian and German found, each as the catalogue had it and
+# as a native writes it.
+WALK = [
+    # "Look into your emails" is no German; one checks one's email.
+    ("de", "Check your email", None, "Sehen Sie in Ihre E-Mails", "Prüfen Sie Ihre E-Mails"),
+    # The link is sent to the reader, at the address; not "to her".
+    (
+        "de",
+        "Enter your account’s email address, and we will send it a link to choose a new password.",
+        None,
+        "wir schicken ihr",
+        "wir schicken Ihnen an diese Adresse einen Link",
+    ),
+    # No comma after "wie gewünscht", and the refused thing named, not a bare "sie" after a
+    # colon that reads as the reader's "Sie".
+    (
+        "de",
+        "as you asked, the demo channel refused it",
+        None,
+        "wie gewünscht,",
+        "Der Demo-Kanal hat die Benachrichtigung wie gewünscht abgelehnt",
+    ),
+    # A screen reader's "1 непрочитанных" did not agree with its number.
+    ("ru", "unread", "after the inbox's unread count", "непрочитанных", "непрочитанное"),
+    # "В 17 минут" read as "in 17 minutes"; "Bei Minute 17" is no German sentence.
+    (
+        "ru",
+        "At %(minute)d minute past the hour",
+        None,
+        "В %(minute)d",
+        "Каждый час в %(minute)d минуту",
+    ),
+    (
+        "de",
+        "At %(minute)d minute past the hour",
+        None,
+        "Bei Minute",
+        "Stündlich, %(minute)d Minute nach der vollen Stunde",
+    ),
+]
+
+
+@pytest.mark.parametrize(("language", "msgid", "context", "was", "native"), WALK)
+def test_the_walks_findings_read_as_a_native_writes(language, msgid, context, was, native):
+    texts = translation_of(language, msgid, context=context)
+    # The first form is the one for 1 (or the only one).
+    assert native in texts[0]
+    assert was not in texts[0]

@@ -5,7 +5,8 @@
 // with the last ETag, so an unchanged inbox costs a 304 and no body. When the newest entry
 // changes, the inbox page fetches its first page of entries (the entries partial) and puts
 // the ones it does not show yet at the top; what the reader already sees stays as it is. A 403
-// means the session ended: it stops. Any other failure waits longer before the next try.
+// means the session ended: it stops. A 429 (the account's polls, or the site's, over their
+// limit) waits as long as its Retry-After says. Any other failure waits longer before the next try.
 
 const POLL_MS = 1500;
 const LONGEST_WAIT_MS = 30000;
@@ -18,6 +19,7 @@ let etag = null;
 let newest = liveList() ? newestShown(liveList()) : undefined;
 let timer = null;
 let failures = 0;
+let retryAfterMs = 0;
 let stopped = false;
 let inFlight = false;
 
@@ -38,11 +40,21 @@ function newestShown(list) {
   return first ? first.dataset.cursor : null;
 }
 
+// The word after the count agrees with it ("1 непрочитанное", "5 непрочитанных"): the
+// page carries the word for each plural category, and the browser names the count's.
+function unreadWord(text, word) {
+  const number = text.endsWith("+") ? Number.parseInt(text, 10) + 1 : Number(text);
+  const category = new Intl.PluralRules(document.documentElement.lang).select(number);
+  return ` ${word.dataset[category] ?? word.dataset.other}`;
+}
+
 function showBadge(text) {
   const badge = document.querySelector("[data-inbox-badge]");
   const count = badge && badge.querySelector("[data-inbox-count]");
   if (!count) return;
   if (count.textContent !== text) count.textContent = text;
+  const word = badge.querySelector("[data-inbox-unread-word]");
+  if (word && text) word.textContent = unreadWord(text, word);
   badge.hidden = text === "";
 }
 
@@ -104,6 +116,10 @@ async function poll() {
       stopped = true;
       return;
     }
+    if (response.status === 429) {
+      retryAfterMs = Number(response.headers.get("Retry-After")) * 1000 || 0;
+      throw new Error("state: 429");
+    }
     if (response.status !== 304) {
       if (!response.ok) throw new Error(`state: ${response.status}`);
       const state = await response.json();
@@ -128,7 +144,9 @@ async function poll() {
 
 function schedule() {
   if (stopped || document.hidden || timer !== null) return;
-  const wait = failures ? Math.min(POLL_MS * 2 ** failures, LONGEST_WAIT_MS) : POLL_MS;
+  const backoff = failures ? Math.min(POLL_MS * 2 ** failures, LONGEST_WAIT_MS) : POLL_MS;
+  const wait = Math.max(backoff, retryAfterMs);
+  retryAfterMs = 0;
   timer = setTimeout(poll, wait);
 }
 

@@ -6,8 +6,8 @@ import { WorkerFailure } from "./worker-client.js";
 
 // The server lane's ways of failing: "network" (no answer), "offline" (no network at all),
 // "status" (an answer that is not the server's JSON, e.g. a proxy's error page), "tooLarge" (a
-// 413 not from the app itself: the upload was over a proxy's limit) and "refused" (the
-// server's own, translated message).
+// 413 not from the app itself: the upload was over a proxy's limit), "tooMany" (nginx's 429,
+// its rate limit) and "refused" (the server's own, translated message).
 export class ServerFailure extends Error {
   constructor(kind, { message = "", detail = "", status = 0 } = {}) {
     super(message || kind);
@@ -55,6 +55,7 @@ export function explain(lane, error, { text, maxBytes }) {
     if (error.kind === "tooLarge") {
       return format(text.serverTooLarge, { limit: numbers.fileSize(maxBytes) });
     }
+    if (error.kind === "tooMany") return text.serverTooMany;
     if (error.kind === "network") return text.serverUnreachable;
     return format(text.serverStatus, { status: error.status });
   }

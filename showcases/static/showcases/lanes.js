@@ -182,6 +182,11 @@ export const runners = {
       if (response.status === 413 && !(data?.error && !data.code)) {
         throw new ServerFailure("tooLarge", { status: 413, detail: response.statusText });
       }
+      // nginx's own 429 (its rate limit, deploy/nginx.conf) is English with a code; the app's
+      // are translated and say how long to wait.
+      if (response.status === 429 && data?.code === "too_many") {
+        throw new ServerFailure("tooMany", { status: 429, detail: response.statusText });
+      }
       if (data === null || (!response.ok && !data.error)) {
         throw new ServerFailure("status", {
           status: response.status,

@@ -13,6 +13,16 @@ export const SLOW_FRAME_MS = 32;
 const FAR_RATIO = 2;
 const farLonger = (long, short) => long >= FAR_RATIO * short && long - short >= SLOW_FRAME_MS;
 
+// Two longest frames are about the same length when they are less than one stutter apart, or
+// the longer is at most a fifth longer: about the smallest difference people notice between
+// two durations of a tenth of a second or more (a Weber fraction of 0.1 to 0.2). 138 ms
+// against 91 ms is half as long again: noticeably longer, if not far longer.
+const SAME_RATIO = 1.2;
+const aboutTheSame = (a, b) => {
+  const [long, short] = a >= b ? [a, b] : [b, a];
+  return long - short < SLOW_FRAME_MS || long <= SAME_RATIO * short;
+};
+
 // main, worker: each lane's { longestFrame, maxEdge }, once it has run; text: the page's
 // sentences (views._demo_messages). Returns the verdict, or "" until both lanes have run.
 export function verdict({ main, worker }, text) {
@@ -39,7 +49,11 @@ export function verdict({ main, worker }, text) {
   } else if (farLonger(worker.longestFrame, main.longestFrame)) {
     sentence = format(text.verdictWorkerSlow, values);
   } else if (mainSlow && workerSlow) {
-    sentence = format(text.verdictBothSlow, values);
+    if (aboutTheSame(main.longestFrame, worker.longestFrame)) {
+      sentence = format(text.verdictBothSlow, values);
+    } else if (main.longestFrame > worker.longestFrame) {
+      sentence = format(text.verdictBothSlowMainLonger, values);
+    } else sentence = format(text.verdictBothSlowWorkerLonger, values);
   } else {
     sentence = format(text.verdictClose, values);
     suggest = true;

@@ -23,20 +23,50 @@ PORTS = (
 )
 
 
-def refuse_taken(*, port: int, what: str, variable: str) -> None:
-    """Raise CommandError, naming the port and how to pick another, when port is taken."""
+# How far past a taken port the hint looks for a free one.
+HINT_SPAN = 100
+
+
+def is_free(port: int) -> bool:
+    """Whether a server could bind port on HOST now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         # As the servers bind: a port left in TIME_WAIT by the last run is free to them.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))
         except OSError as error:
-            if error.errno != errno.EADDRINUSE:
+            # Taken, or below 1024 for a user who may not bind there: not free either way.
+            if error.errno not in (errno.EADDRINUSE, errno.EACCES):
                 raise
-            raise CommandError(
-                f"Port {port} ({what}) is taken by another process; stop it, or choose "
-                f"another port: make run {variable}={port + 1}"
-            ) from None
+            return False
+    return True
+
+
+def free_port_after(port: int, *, avoid: frozenset[int] = frozenset()) -> int | None:
+    """The first port after port that is free now and not in avoid (the other server's),
+    within HINT_SPAN; None when there is none."""
+    for candidate in range(port + 1, min(port + HINT_SPAN, 65_535) + 1):
+        if candidate not in avoid and is_free(candidate):
+            return candidate
+    return None
+
+
+def _another(*, port: int, variable: str, avoid: frozenset[int]) -> str:
+    free = free_port_after(port, avoid=avoid)
+    if free is None:
+        return f"choose another port: make run {variable}=<port>"
+    return f"choose another port: make run {variable}={free}"
+
+
+def refuse_taken(*, port: int, what: str, variable: str, avoid: frozenset[int] = frozenset()):
+    """Raise CommandError when port is taken, naming it and a port that is free (none of
+    avoid, the ports the other servers will take)."""
+    if is_free(port):
+        return
+    raise CommandError(
+        f"Port {port} ({what}) is taken by another process; stop it, or "
+        + _another(port=port, variable=variable, avoid=avoid | {port})
+    )
 
 
 class Command(BaseCommand):
@@ -59,14 +89,17 @@ class Command(BaseCommand):
         if not settings.DEBUG:
             raise CommandError("rundev is for development; run it with DJANGO_DEBUG=1.")
         sink = "EMAIL_HOST" not in os.environ
-        refuse_taken(port=port, what="the web server", variable="PORT")
+        sink_port = frozenset({smtp_port}) if sink else frozenset()
+        refuse_taken(port=port, what="the web server", variable="PORT", avoid=sink_port)
         if sink:
             if smtp_port == port:
                 raise CommandError(
-                    f"The web server and the SMTP sink cannot share port {port}; choose "
-                    f"another: make run SMTP_PORT={port + 1}"
+                    f"The web server and the SMTP sink cannot share port {port}; "
+                    + _another(port=port, variable="SMTP_PORT", avoid=frozenset({port}))
                 )
-            refuse_taken(port=smtp_port, what="the SMTP sink", variable="SMTP_PORT")
+            refuse_taken(
+                port=smtp_port, what="the SMTP sink", variable="SMTP_PORT", avoid=frozenset({port})
+            )
         call_command("ensure_dev_superuser")
         call_command("ensure_dev_users")
         call_command("seed_demo")
