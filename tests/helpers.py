@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -298,3 +299,19 @@ def mark_sent(delivery: outbox.ClaimedDelivery, *, provider_message_id: str) -> 
 def mark_failed(delivery: outbox.ClaimedDelivery, **failure) -> bool:
     """Write one claimed row's failure (Outcome.failure's arguments); whether it landed."""
     return bool(outbox.write_outcomes([outbox.Outcome.failure(delivery, **failure)]))
+
+
+def in_thread(call):
+    """Run call on a thread of its own (with its own database connection, closed when it
+    ends); return the thread and the dict its result lands in, under "value"."""
+    result = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        finally:
+            connection.close()  # this thread's own
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, result

@@ -4,7 +4,6 @@ claimed one as it is. Races with a join and a claim on a second connection, real
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
@@ -19,7 +18,7 @@ from notifications.models import (
     NotificationDelivery,
     Status,
 )
-from tests.helpers import execute, mark_sent, poll
+from tests.helpers import execute, in_thread, mark_sent, poll
 
 OPEN = [Status.PENDING, Status.PROCESSING]
 
@@ -66,22 +65,6 @@ def waiting_for_a_lock() -> bool:
             " (SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
         )
         return cursor.fetchone()[0] > 0
-
-
-def in_thread(call):
-    """Run call on a thread of its own (with its own connection); return the thread and
-    where its result lands."""
-    result = {}
-
-    def run() -> None:
-        try:
-            result["value"] = call()
-        finally:
-            connection.close()  # this thread's own
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, result
 
 
 @pytest.mark.django_db

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
 from django.core import checks
-from django.db import connection
 
 from notifications import checks as outbox_checks
 from notifications import heartbeat, worker
@@ -17,7 +15,7 @@ from notifications.models import (
     SkipReason,
     Status,
 )
-from tests.helpers import execute, make_deliveries, poll
+from tests.helpers import execute, in_thread, make_deliveries, poll
 from tests.notifications.channels import (
     AlwaysRetryableChannel,
     BlockedChannel,
@@ -96,23 +94,9 @@ def test_a_recipient_who_blocked_the_bot_has_the_address_switched_off(db, user):
     assert (later.status, later.skip_reason) == (Status.SKIPPED, SkipReason.CHANNEL_OFF)
 
 
-def run_in_thread(function):
-    result = {}
-
-    def target():
-        try:
-            result["value"] = function()
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, result
-
-
 def test_one_process_never_runs_two_drains_at_once(transactional_db, user):
     make_deliveries(user, 1, channel="gated")
-    thread, result = run_in_thread(lambda: worker.drain_once(batch_size=5))
+    thread, result = in_thread(lambda: worker.drain_once(batch_size=5))
     assert poll(lambda: GatedChannel.in_flight == 1)
     assert worker.drain_once(batch_size=5).skipped is True
     GatedChannel.gate.set()
@@ -122,7 +106,7 @@ def test_one_process_never_runs_two_drains_at_once(transactional_db, user):
 
 def test_sends_run_concurrently_up_to_the_limit(transactional_db, user):
     make_deliveries(user, 9, channel="gated")
-    thread, result = run_in_thread(lambda: worker.drain_once(batch_size=9, concurrency=4))
+    thread, result = in_thread(lambda: worker.drain_once(batch_size=9, concurrency=4))
     assert poll(lambda: GatedChannel.in_flight == 4)
     time.sleep(0.1)  # give a fifth send the chance to start, were the limit broken
     assert GatedChannel.most_in_flight == 4
@@ -134,7 +118,7 @@ def test_sends_run_concurrently_up_to_the_limit(transactional_db, user):
 def test_finished_sends_are_written_while_a_slow_one_is_still_out(transactional_db, user):
     ids = make_deliveries(user, 4, channel="gated")
     GatedChannel.slow_ids = {ids[0]}
-    thread, _ = run_in_thread(lambda: worker.drain_once(batch_size=4, concurrency=2))
+    thread, _ = in_thread(lambda: worker.drain_once(batch_size=4, concurrency=2))
     # The three quick sends are flushed (within about 100 ms) while the slow one waits.
     assert poll(lambda: statuses(ids[1:]) == [Status.SENT] * 3, seconds=5)
     assert statuses(ids[:1]) == [Status.PROCESSING]

@@ -4,32 +4,15 @@ what was already in flight."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
-
-from django.db import connection
 
 from notifications import outbox, worker
 from notifications.enqueue import cancel_notifications, send_notification
 from notifications.models import NotificationDelivery, Status
-from tests.helpers import poll
+from tests.helpers import in_thread, poll
 from tests.notifications.channels import GatedChannel
 
 LEASE = timedelta(seconds=2)
-
-
-def run_in_thread(function):
-    result = {}
-
-    def target():
-        try:
-            result["value"] = function()
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, result
 
 
 def test_a_drain_stalled_past_its_lease_starts_none_of_the_sends_a_cancel_took(
@@ -44,9 +27,7 @@ def test_a_drain_stalled_past_its_lease_starts_none_of_the_sends_a_cancel_took(
             cancel_key="order-42",
         )
     # Two sends start and stall (a frozen host, a debugger); two wait for a sender thread.
-    thread, result = run_in_thread(
-        lambda: worker.drain_once(batch_size=4, concurrency=2, lease=LEASE)
-    )
+    thread, result = in_thread(lambda: worker.drain_once(batch_size=4, concurrency=2, lease=LEASE))
     assert poll(lambda: GatedChannel.in_flight == 2)
     # The lease runs out: the reaper puts the whole batch back, and the cancel takes all four
     # (a row the reaper put back is pending, so a cancel may take it).
