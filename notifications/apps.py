@@ -16,8 +16,12 @@ class NotificationsConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             preferences,
         )
-        from notifications.models import DigestChoice, Recipient
+        from notifications.models import ChannelPreference, DigestChoice, Recipient
 
         post_save.connect(preferences.recipient_saved, sender=Recipient, dispatch_uid="held")
         post_save.connect(preferences.digest_saved, sender=DigestChoice, dispatch_uid="digest")
         post_delete.connect(preferences.digest_dropped, sender=DigestChoice, dispatch_uid="digest")
+        for signal in (post_save, post_delete):
+            signal.connect(
+                preferences.choice_changed, sender=ChannelPreference, dispatch_uid="choice"
+            )

@@ -183,9 +183,9 @@ WITH carrier AS (
     ON CONFLICT (id) DO NOTHING
 )
 INSERT INTO notifications.notification_deliveries
-    (notification_id, channel, lane, next_attempt_at, held_until, held_from)
+    (notification_id, channel, lane, next_attempt_at, held_until, held_from, decided_version)
 SELECT %(id)s, c.channel, %(lane)s, c.due, c.held_until,
-       CASE WHEN c.held_until IS NOT NULL THEN %(end)s::timestamptz END
+       CASE WHEN c.held_until IS NOT NULL THEN %(end)s::timestamptz END, %(version)s
 FROM jsonb_to_recordset(%(channels)s::jsonb)
     AS c(channel text, due timestamptz, held_until timestamptz)
 ON CONFLICT (notification_id, channel) DO NOTHING
@@ -240,10 +240,12 @@ def join(
     next_window,
     lane: str,
     quiet_hours: Quiet | None = None,
+    version: int = 0,
 ) -> dict[str, int]:
     """Add the notification to the carriers of its window on channels; return the carrier
     delivery's id per channel. A carrier claimed already sends the window's items without
-    it, so it joins the next window's (next_window(end) gives it) instead."""
+    it, so it joins the next window's (next_window(end) gives it) instead. version is the
+    recipient's choices version the join was decided under, kept by a carrier it makes."""
     joined: dict[str, int] = {}
     left = list(channels)
     current = first
@@ -283,6 +285,7 @@ def join(
                     "params": json.dumps(params),
                     "lane": lane,
                     "end": current.end,
+                    "version": version,
                     "channels": json.dumps(rows),
                 },
             )

@@ -377,11 +377,14 @@ def _prepare(
     Return the sends, the outcomes already known, and the (delivery, until) pairs to hold.
     The recipients' addresses, choices and languages are read for the whole batch at once, a
     query per kind, not per row; and their quiet hours' ends in one more statement when a
-    row may be held. An unknown channel or a missing recipient fails that row, never the
-    batch.
+    row may be held. Choices are read again only for the rows whose recipient changed them
+    since the row was decided (ClaimedDelivery.rechoose, from the claim). An unknown channel
+    or a missing recipient fails that row, never the batch.
     """
     by_name = {name: channels.get(name) for name in {d.channel for d in claimed}}
-    chosen = {d.id: c for d in claimed if (c := _chosen_category(d)) is not None}
+    # Only the rows of recipients who changed their choices since the row was decided: the
+    # others were decided under the choices they still have.
+    chosen = {d.id: c for d in claimed if d.rechoose and (c := _chosen_category(d)) is not None}
     known = [d for d in claimed if by_name[d.channel] is not None]
     batch = _recipients(known, by_name, chosen)
     prefs = batch.preferences

@@ -288,7 +288,14 @@ def _write(
         else:
             state = held if name in decisions.held else due
         rows.append(
-            NotificationDelivery(notification=notification, channel=name, lane=lane, **state)
+            NotificationDelivery(
+                notification=notification,
+                channel=name,
+                lane=lane,
+                # What a claim compares with the recipient's version (drain.py).
+                decided_version=decisions.prefs.version,
+                **state,
+            )
         )
     NotificationDelivery.objects.bulk_create(rows, ignore_conflicts=True)
     queued = tuple(n for n in sendable if n not in digested)
@@ -358,6 +365,7 @@ def _gather(
         next_window=next_window,
         lane=lane,
         quiet_hours=quiet_hours,
+        version=prefs.version,
     )
 
 

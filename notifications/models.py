@@ -290,6 +290,11 @@ class NotificationDelivery(models.Model):
     # When the recipient's quiet hours held the row back at enqueue, until when (the end of
     # the window; next_attempt_at was set to it). Null: no quiet hours were in the way.
     held_until = models.DateTimeField(_("held by quiet hours until"), null=True, blank=True)
+    # The recipient's ChoicesVersion its channel was decided under (enqueue, or a digest's
+    # join): a claim that finds the recipient's version higher reads their choices again.
+    decided_version = models.PositiveBigIntegerField(
+        _("decided under choices version"), default=0, db_default=0
+    )
     # When a held row was due before quiet hours held it (its send_at, its digest window's
     # end, or the moment a drain found it inside the window): where it goes back to when the
     # recipient clears or moves their quiet hours (outbox.release_held).
@@ -546,6 +551,27 @@ class Recipient(models.Model):
     def __str__(self) -> str:
         # Staff read it as the page's title and in its history: the person, by username.
         return self.user.get_username()
+
+
+class ChoicesVersion(models.Model):
+    """How many times a recipient's choices have changed (their settings, a stored choice, a
+    digest): bumped in the changing transaction (notifications/preferences.py,
+    bump_version). A queued delivery keeps the version it was decided under; a claim that
+    finds the recipient's higher decides it again. No row: version 0, nothing changed. A
+    table of its own, so no save of a Recipient can write an older version back."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    version = models.PositiveBigIntegerField(_("version"), default=0, db_default=0)
+
+    class Meta:
+        db_table = 'notifications"."choices_versions'
+        verbose_name = _("choices version")
+        verbose_name_plural = _("choices versions")
+
+    def __str__(self) -> str:
+        return f"{self.user_id} · {self.version}"
 
 
 class ChannelPreference(models.Model):

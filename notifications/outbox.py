@@ -61,6 +61,9 @@ class ClaimedDelivery(NamedTuple):
     action_url: str
     lane: str = DEFAULT_LANE
     throttles: int = 0  # the provider's 429s so far (each handed the row back, unspent)
+    # The recipient changed their choices since this row was decided: the drain reads them
+    # again before it sends (drain.py).
+    rechoose: bool = False
 
     @property
     def sends(self) -> int:
@@ -207,6 +210,9 @@ CLAIMED_FIELDS = list(ClaimedDelivery._fields)
 # catalogue's keys, the key it named apart.
 # The lane names are literals in the text, so the statement is the same for every claim; they
 # are held to [a-z0-9_-] (notifications/lanes.py) before they get here.
+# rechoose compares the recipient's choices version now with the one the row was decided
+# under (a subquery by the recipients' key, one index probe a row, whatever the plan): only
+# the rows of recipients who changed something since are decided again before they go.
 _LANE_SELECT = """
 "lane_{index}" AS MATERIALIZED (  -- {name}
     SELECT id
@@ -237,7 +243,11 @@ RETURNING d.id AS "id",
           n.message_params::text AS "message_params",
           n.action_url AS "action_url",
           d.lane AS "lane",
-          d.throttles AS "throttles"
+          d.throttles AS "throttles",
+          coalesce(
+              (SELECT version FROM notifications.choices_versions WHERE user_id = n.user_id),
+              0
+          ) <> d.decided_version AS "rechoose"
 """.strip()
 
 

@@ -64,6 +64,8 @@ class Preferences(NamedTuple):
     # The language their notifications are written in; None: they have no settings row, and
     # get the site's.
     language: str | None = None
+    # Recipient.choices_version when these were read: what the rows decided by them keep.
+    version: int = 0
 
     @property
     def quiet(self) -> quiet.Hours | None:
@@ -91,20 +93,24 @@ class Preferences(NamedTuple):
         return channel in INTERRUPTING or (channel == "email" and self.quiet_email)
 
 
-# Recipients' settings rows (kind 's'), their stored choices ('c') and their digests ('d'), in
-# one statement: enqueue reads them for every notification, a drain for every batch. The ids
+# Recipients' settings rows (kind 's'), their stored choices ('c'), their digests ('d') and
+# their choices' versions ('v'), in one statement: enqueue reads them for every notification,
+# a drain for the batch rows whose recipients changed something since. The ids
 # come as one array literal, a string: Django's backend binds on the client, and quoting a
 # Python list element by element, three times over, cost a drain's batch more than the query.
 _PREFERENCES_SQL = """
 SELECT 's', user_id, time_zone, quiet_start, quiet_end, quiet_email, language, NULL, NULL,
-       NULL::smallint, NULL::smallint
+       NULL::smallint, NULL::smallint, NULL::bigint
 FROM notifications.recipients WHERE user_id = ANY(%(users)s::integer[])
 UNION ALL
-SELECT 'c', user_id, NULL, NULL, NULL, NULL, category, channel, enabled, NULL, NULL
+SELECT 'c', user_id, NULL, NULL, NULL, NULL, category, channel, enabled, NULL, NULL, NULL
 FROM notifications.channel_preferences WHERE user_id = ANY(%(users)s::integer[])
 UNION ALL
-SELECT 'd', user_id, NULL, NULL, NULL, NULL, category, cadence, NULL, hour, weekday
+SELECT 'd', user_id, NULL, NULL, NULL, NULL, category, cadence, NULL, hour, weekday, NULL
 FROM notifications.digest_choices WHERE user_id = ANY(%(users)s::integer[])
+UNION ALL
+SELECT 'v', user_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, version
+FROM notifications.choices_versions WHERE user_id = ANY(%(users)s::integer[])
 """.strip()
 
 
@@ -127,9 +133,12 @@ def of_each(user_ids: Iterable[int]) -> dict[int, Preferences]:
         users = "{" + ",".join(str(int(user_id)) for user_id in ids) + "}"
         cursor.execute(_PREFERENCES_SQL, {"users": users})
         rows = cursor.fetchall()
-    for kind, user_id, zone, start, end, email, name, channel, enabled, hour, weekday in rows:
+    versions: dict[int, int] = {}
+    for kind, user_id, zone, start, end, email, name, channel, enabled, hour, weekday, v in rows:
         if kind == "s":
             recipients[user_id] = (zone, start, end, email, name)
+        elif kind == "v":
+            versions[user_id] = v
         elif kind == "c":
             choices.setdefault(user_id, {})[(name, channel)] = enabled
         elif name in CATEGORIES:
@@ -140,11 +149,14 @@ def of_each(user_ids: Iterable[int]) -> dict[int, Preferences]:
     for user_id in ids:
         stored = recipients.get(user_id)
         chosen, gathered = choices.get(user_id, _NONE), digests.get(user_id, _NONE)
+        version = versions.get(user_id, 0)
         if stored is None:
-            found[user_id] = nothing._replace(choices=chosen, digests=gathered)
+            found[user_id] = nothing._replace(choices=chosen, digests=gathered, version=version)
         else:
             zone, start, end, email, language = stored
-            found[user_id] = Preferences(zone, start, end, email, chosen, gathered, language)
+            found[user_id] = Preferences(
+                zone, start, end, email, chosen, gathered, language, version
+            )
     return found
 
 
@@ -333,15 +345,38 @@ def validate_time_zone(name: str) -> str:
 # saving transaction, so the change and its effect on the queue commit together.
 
 
+# One more version of a recipient's choices (ChoicesVersion). The row stays locked until the
+# change commits, so two changes at once count one after the other.
+BUMP_VERSION_SQL = """
+INSERT INTO notifications.choices_versions AS v (user_id, version)
+VALUES (%(user_id)s, 1)
+ON CONFLICT (user_id) DO UPDATE SET version = v.version + 1
+""".strip()
+
+
+def bump_version(user_id: int) -> None:
+    """Mark user_id's choices changed: every queued row decided before is decided again at
+    its claim. Runs in the changing transaction, so the claim sees both or neither."""
+    with connection.cursor() as cursor:
+        cursor.execute(BUMP_VERSION_SQL, {"user_id": user_id})
+
+
 def recipient_saved(sender, instance, **kwargs) -> None:
     """Quiet hours (or the zone they are read in) may have changed: release every row they
     hold, for the claim to hold again under the new ones."""
+    bump_version(instance.user_id)
     outbox.release_held(user_id=instance.user_id)
+
+
+def choice_changed(sender, instance, **kwargs) -> None:
+    """A category turned on or off on a channel."""
+    bump_version(instance.user_id)
 
 
 def digest_saved(sender, instance, **kwargs) -> None:
     """A digest chosen anew: what its open window gathered is sent by the new window's end,
     if that comes sooner."""
+    bump_version(instance.user_id)
     digest = Digest(instance.cadence, instance.hour, instance.weekday)
     end = digests.window(digest, time_zone=of(instance.user_id).time_zone).end
     outbox.hasten_carriers(user_id=instance.user_id, category=instance.category, due=end)
@@ -349,4 +384,5 @@ def digest_saved(sender, instance, **kwargs) -> None:
 
 def digest_dropped(sender, instance, **kwargs) -> None:
     """The category comes as it happens again: what its open window gathered is sent now."""
+    bump_version(instance.user_id)
     outbox.hasten_carriers(user_id=instance.user_id, category=instance.category, due=None)

@@ -275,7 +275,7 @@ class DeliveryAdmin(DigestPage, ScheduleMixin, Worded, ReadOnlyAdmin):
     paginator = BoundedCountPaginator
     # Shown as next_attempt (which says "scheduled for …", or "held until …"), not twice; the
     # hold as held, in the recipient's time zone; the notification as notification_link.
-    exclude = ("next_attempt_at", "held_until", "held_from", "notification")
+    exclude = ("next_attempt_at", "held_until", "held_from", "decided_version", "notification")
     readonly_fields = (
         "notification_link",
         "channel",

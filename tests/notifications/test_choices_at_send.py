@@ -166,6 +166,31 @@ def test_the_recheck_reads_a_batch_in_a_fixed_number_of_queries_whatever_its_siz
     assert queries_for(2) == queries_for(20)
 
 
+def test_a_batch_whose_recipients_changed_nothing_since_reads_no_choices(db, django_user_model):
+    # The in-app channel renders nothing: before the choices held until the send, a batch of
+    # it read nothing about its recipients, and one whose recipients changed nothing still
+    # reads nothing. A change since the enqueue makes the claim say so (rechoose).
+    users = [
+        django_user_model.objects.create_user(f"reader{n}", email=f"r{n}@example.com")
+        for n in range(3)
+    ]
+    for user in users:
+        preferences.choose(user, choices={("account", "webhook"): True})  # before: no matter
+        send_notification(user=user, type="welcome", params={"name": "A"}, channels=["inapp"])
+    with CaptureQueriesContext(connection) as seen:
+        assert worker.drain_once(batch_size=10).sent == 3
+    assert not any("channel_preferences" in q["sql"] for q in seen.captured_queries)
+
+    later = send_notification(
+        user=users[0], type="welcome", params={"name": "A"}, channels=["inapp"]
+    )
+    preferences.choose(users[0], choices={("account", "inapp"): False})
+    with CaptureQueriesContext(connection) as seen:
+        assert worker.drain_once(batch_size=10).unwanted == 1
+    assert [q for q in seen.captured_queries if "channel_preferences" in q["sql"]]
+    assert the_row(later).skip_reason == SkipReason.OPTED_OUT
+
+
 # --- Quiet hours, set, moved or cleared after the enqueue --------------------------------------
 
 

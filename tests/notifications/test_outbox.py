@@ -77,6 +77,7 @@ def test_the_claim_sql_is_literal_schema_qualified_and_quotes_its_aliases():
         "notifications.notification_deliveries",  # the UPDATE
         "notifications.notifications",  # its FROM
         "claimable",  # the ids it updates
+        "notifications.choices_versions",  # whose choices changed since (rechoose)
     ]
     # The lanes' CTEs are quoted, the lane names literals, one CTE per lane in rank order.
     ctes = re.findall(r'^(?:WITH )?"(lane_\d+)" AS MATERIALIZED \(  -- (\S+)$', sql, re.MULTILINE)
@@ -85,7 +86,7 @@ def test_the_claim_sql_is_literal_schema_qualified_and_quotes_its_aliases():
     assert "d.id = ANY(ARRAY(SELECT id FROM claimable))" in sql
     returning = sql.split("RETURNING", 1)[1]
     aliases = re.findall(r"\bAS\s+(\S+)", returning)
-    assert len(aliases) == len(outbox.CLAIMED_FIELDS) == 12
+    assert len(aliases) == len(outbox.CLAIMED_FIELDS) == 13
     assert all(a.strip(",").startswith('"') and a.strip(",").endswith('"') for a in aliases)
 
 
