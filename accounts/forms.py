@@ -28,7 +28,7 @@ from accounts import signup
 from core import clients, ratelimit
 from core.signin import THROTTLED, ThrottledSignInMixin
 from notifications.enqueue import send_notification
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 # Reset (or sign-up) requests a client may make, and reset (or sign-up) emails an address may
 # be sent, per window; each form counts in windows of its own. The address's count holds

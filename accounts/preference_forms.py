@@ -1,8 +1,8 @@
 """The preference centre's forms, one per section of the page: what each category reaches on
 which channel, how often each comes (as it happens or a digest), the time zone and quiet hours,
 and where the channels other than email reach the user. Each checks what the staff console
-checks, with the same code (notifications/admin/preferences.py, notifications/admin/addresses.py),
-and saves through notifications.preferences."""
+checks, with the same code (recipients/admin/preferences.py, recipients/admin/addresses.py),
+and saves through recipients.preferences."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from notifications import forms as rules
-from notifications import preferences
-from notifications.forms import ChannelAddressForm
-from notifications.models import ChannelAddress, Recipient
+import transports as channels
+from recipients import forms as rules
+from recipients import preferences
+from recipients.forms import ChannelAddressForm
+from recipients.models import ChannelAddress, Recipient
+from transports.base import QuietHours
 
 
 @dataclass(frozen=True)
@@ -209,9 +211,9 @@ class QuietHoursForm(forms.Form):
     def interrupting() -> list[str]:
         """The channels quiet hours always hold, as the page names them."""
         return [
-            rules.channel_label(name)
+            channel.shown_label
             for name in preferences.choosable_channels()
-            if name in preferences.INTERRUPTING
+            if (channel := channels.get(name)).quiet_hours == QuietHours.ALWAYS
         ]
 
     def clean_time_zone(self):
@@ -239,24 +241,6 @@ class QuietHoursForm(forms.Form):
         return True
 
 
-# The channels an address is typed for, with what the field asks.
-ADDRESS_LABELS = {
-    "telegram": (
-        gettext_lazy("Telegram chat id"),
-        gettext_lazy("A number, or @ and a name; your chat with the site’s bot has one."),
-    ),
-    "discord": (
-        gettext_lazy("Discord user id"),
-        gettext_lazy("A number of up to 20 digits (Discord’s “Copy User ID”)."),
-    ),
-    "webhook": (
-        gettext_lazy("Webhook URL"),
-        gettext_lazy(
-            "An http(s) address on the public internet. Every request is signed with a "
-            "secret shown once, when the address is first saved."
-        ),
-    ),
-}
 ADDRESS_MAX = ChannelAddress._meta.get_field("address").max_length
 
 
@@ -281,19 +265,19 @@ class ChannelAddressesForm(forms.Form):
             else:
                 self.switched_off[row.channel] = row
         for channel in self.channels():
-            label, help_text = ADDRESS_LABELS.get(channel, (rules.channel_label(channel), ""))
+            kind = channels.get(channel)
             active = self.active.get(channel)
+            attrs = {"autocomplete": "off", "spellcheck": "false"}
+            if kind.address_input_mode:
+                attrs["inputmode"] = kind.address_input_mode
             self.fields[address_field_name(channel)] = forms.CharField(
-                label=label,
-                help_text=help_text,
+                # A channel's own words for its address, or what it is called.
+                label=kind.address_label or kind.shown_label,
+                help_text=kind.address_help,
                 required=False,
                 max_length=ADDRESS_MAX,
                 initial=active.address if active else "",
-                widget=forms.TextInput(
-                    attrs={"autocomplete": "off", "spellcheck": "false", "inputmode": "url"}
-                    if channel == "webhook"
-                    else {"autocomplete": "off", "spellcheck": "false"}
-                ),
+                widget=forms.TextInput(attrs=attrs),
             )
 
     @staticmethod

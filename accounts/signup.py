@@ -28,7 +28,7 @@ from django.utils.http import base36_to_int, urlsafe_base64_decode, urlsafe_base
 from accounts.models import PendingSignUp
 from core import pruning
 from notifications.enqueue import send_notification
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 # How long the emailed link works: a day, so that a sign-up finished the next morning still
 # confirms. Signing up again sends a new one.

@@ -20,7 +20,7 @@ from functools import cached_property
 
 from django.utils import timezone
 
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 log = logging.getLogger(__name__)
 

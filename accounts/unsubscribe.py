@@ -4,7 +4,7 @@ language the email was written in.
 A GET shows what the link would do and a button; it changes nothing, since mail scanners and
 link previews fetch every link in an email. A POST, from that button or from the mail
 provider's own "Unsubscribe" (body `List-Unsubscribe=One-Click`, no cookies), turns the
-token's category off on its channel. The token (notifications/unsubscribe.py) is the whole
+token's category off on its channel. The token (recipients/tokens.py) is the whole
 credential: no sign-in, no session. See docs/unsubscribe.md.
 """
 
@@ -22,9 +22,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from core import clients, ratelimit
-from notifications import preferences
-from notifications import unsubscribe as tokens
-from notifications.catalogue import CATEGORIES
+from recipients import preferences
+from recipients import tokens as tokens
+from recipients.catalogue import CATEGORIES
 
 # Refused tokens a client may send before it is refused for a while: a person who pasted a
 # link cut short tries a few times; nobody needs more. Only refusals count, so a mail

@@ -92,7 +92,7 @@ def make_readers(url: str, *, readers: int, processes: int) -> None:
     setup_django(url)
     from django.contrib.auth import get_user_model
 
-    from notifications.models import Cadence, DigestChoice
+    from recipients.models import Cadence, DigestChoice
 
     users = get_user_model()
     for prefix in ("plain", "digest"):
@@ -212,7 +212,8 @@ def render_costs(url: str, *, sizes: list[int], samples: int) -> list[list[str]]
     settings.DELIVERY_CHANNELS = {**settings.DELIVERY_CHANNELS, **RENDERING}
     from notifications import digests, worker
     from notifications.enqueue import send_notification
-    from notifications.models import Cadence, DigestChoice, NotificationDelivery, Recipient
+    from notifications.models import NotificationDelivery
+    from recipients.models import Cadence, DigestChoice, Recipient
 
     with connection.cursor() as cursor:
         cursor.execute(EMPTY_SQL)

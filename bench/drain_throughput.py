@@ -179,7 +179,8 @@ def worker(url: str, batch_size: int, ready, start, results, *, prepared: bool =
 
     from django.db import close_old_connections
 
-    from notifications import channels, heartbeat
+    import transports as channels
+    from notifications import heartbeat
     from notifications.drain import Policy
     from notifications.worker import Worker
 

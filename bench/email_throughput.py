@@ -334,7 +334,7 @@ def queue_post_office(env: dict[str, str], rows: int) -> None:
     from django.db import connection
     from post_office import mail
 
-    from notifications import catalogue
+    from recipients import catalogue
 
     language = settings.LANGUAGE_CODE
     message = catalogue.render(key=MESSAGE_KEY, params=MESSAGE_PARAMS, language=language)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from notifications.channels.base import Channel, Outgoing, SendResult
+from transports.base import Channel, Outgoing, SendResult
 
 
 class NoopChannel(Channel):

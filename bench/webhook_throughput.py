@@ -72,7 +72,7 @@ class Receiver:
 
 
 def one_run(url: str, rows: int, latency_ms: int) -> float:
-    from notifications.channels import signing
+    from transports import signing
 
     prepare_database(url)
     receiver = Receiver(latency_ms / 1000)

@@ -3,7 +3,7 @@ from django.utils.translation import gettext_lazy as _
 
 
 class NotificationsConfig(AppConfig):
-    """The notification outbox and its queue worker."""
+    """The notification engine: how a row moves, from enqueue to its last outcome."""
 
     name = "notifications"
     verbose_name = _("Notifications")
@@ -14,14 +14,10 @@ class NotificationsConfig(AppConfig):
 
         from notifications import (
             checks,  # noqa: F401 - registers the system checks
-            preferences,
+            choices,
         )
-        from notifications.models import ChannelPreference, DigestChoice, Recipient
+        from recipients.models import DigestChoice, Recipient
 
-        post_save.connect(preferences.recipient_saved, sender=Recipient, dispatch_uid="held")
-        post_save.connect(preferences.digest_saved, sender=DigestChoice, dispatch_uid="digest")
-        post_delete.connect(preferences.digest_dropped, sender=DigestChoice, dispatch_uid="digest")
-        for signal in (post_save, post_delete):
-            signal.connect(
-                preferences.choice_changed, sender=ChannelPreference, dispatch_uid="choice"
-            )
+        post_save.connect(choices.recipient_saved, sender=Recipient, dispatch_uid="held")
+        post_save.connect(choices.digest_saved, sender=DigestChoice, dispatch_uid="digest")
+        post_delete.connect(choices.digest_dropped, sender=DigestChoice, dispatch_uid="digest")

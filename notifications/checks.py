@@ -8,8 +8,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-from notifications import backoff, channels, lanes, pacing
-from notifications.channels.base import Channel
+import transports as channels
+from notifications import backoff, lanes, pacing
+from transports.base import Channel
 
 # Time for the claim, the group writes and the thread hand-offs of one batch, beyond the sends.
 LEASE_MARGIN = timedelta(seconds=5)
@@ -153,7 +154,7 @@ def check_sender(app_configs=None, **kwargs):
     them all, so it stops start-up instead."""
     if "email" not in settings.DELIVERY_CHANNELS:
         return []
-    from notifications.channels.email import sender_of
+    from transports.email import sender_of
 
     try:
         sender_of(settings.DEFAULT_FROM_EMAIL)
@@ -190,49 +191,13 @@ def check_lanes(app_configs=None, **kwargs):
     ]
 
 
-# The channels that need a credential from the environment, and where it comes from.
-TOKENS = {"telegram": "TELEGRAM_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
-
-
-@register()
-def check_channel_tokens(app_configs=None, **kwargs):
-    """A bot channel that is configured but has no token fails every row sent on it."""
-    return [
-        Warning(
-            f"The {name} channel is configured but {setting} is not set: every {name} "
-            "delivery will fail permanently.",
-            hint=f"Set {setting}, or list the channels to run in V10R_CHANNELS, without {name}.",
-            id="notifications.W001",
-        )
-        for name, setting in TOKENS.items()
-        if name in settings.DELIVERY_CHANNELS and not getattr(settings, setting, "")
-    ]
-
-
-@register()
-def check_webpush_keys(app_configs=None, **kwargs):
-    """The webpush channel without its VAPID keys fails every row sent on it."""
-    if "webpush" not in settings.DELIVERY_CHANNELS or settings.WEBPUSH_VAPID_PRIVATE_KEY:
-        return []
-    return [
-        Warning(
-            "The webpush channel is configured but WEBPUSH_VAPID_PUBLIC_KEY and "
-            "WEBPUSH_VAPID_PRIVATE_KEY are not set: every webpush delivery will fail "
-            "permanently (WEBPUSH_NO_KEYS).",
-            hint="Run `manage.py vapid_keys --subject mailto:…` and set the lines it prints, "
-            "or list the channels to run in V10R_CHANNELS, without webpush.",
-            id="notifications.W010",
-        )
-    ]
-
-
 def _shipped_channel_names() -> set[str]:
-    """The names of the channels this project ships (notifications/channels/), run here or
+    """The names of the channels this project ships (transports/), run here or
     not: a category's default may name a channel a site leaves out of V10R_CHANNELS."""
     import importlib
     import pkgutil
 
-    import notifications.channels as package
+    import transports as package
 
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{module.name}")
@@ -249,12 +214,12 @@ def _shipped_channel_names() -> set[str]:
 def check_catalogue(app_configs=None, **kwargs):
     """Every message names a category, and every category's defaults name channels: a typo
     in either would let a notification through that its recipient turned off."""
-    from notifications import catalogue
+    from recipients import catalogue
 
     errors = [
         Error(
             f"The message {key!r} names the category {message.category!r}, which "
-            "notifications/catalogue.py does not declare.",
+            "recipients/catalogue.py does not declare.",
             hint=f"Use one of: {', '.join(catalogue.CATEGORIES)}.",
             id="notifications.E020",
         )
@@ -308,7 +273,7 @@ def throttle_problems(throttles, *, categories) -> list[str]:
 
 @register()
 def check_throttles(app_configs=None, **kwargs):
-    from notifications import catalogue
+    from recipients import catalogue
 
     return [
         Error(problem, id="notifications.E022")

@@ -95,7 +95,7 @@ def ticks(hours: list[stats.Hour]) -> list[AxisMark]:
 
 
 def probeable() -> set[str]:
-    from notifications import channels
+    import transports as channels
 
     return {name for name, c in channels.configured().items() if hasattr(c, "probe")}
 

@@ -33,8 +33,8 @@ from django.db import connection
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext, ngettext
 
-from notifications import catalogue, quiet
-from notifications.models import Cadence
+from recipients import catalogue, quiet
+from recipients.windows import Window
 
 # The type (and message key) of a carrier's notification. Not in the catalogue's MESSAGES: no
 # sender queues one; enqueue does, on the recipient's behalf.
@@ -53,76 +53,6 @@ SHOWN_ITEMS = 20
 _MAX_WINDOWS = 4
 
 _NAMESPACE = uuid.UUID("7c1a0f55-3d1e-4c55-9d57-8b4f2b8e1d0a")
-
-
-@dataclass(frozen=True)
-class Digest:
-    """A recipient's digest for one category: how often, and when (their clock)."""
-
-    cadence: str
-    hour: int | None = None
-    weekday: int | None = None  # 0 Monday … 6 Sunday
-
-
-@dataclass(frozen=True)
-class Window:
-    start: datetime
-    end: datetime
-
-
-# $zone the recipient's zone; $at the instant the window must contain (null, or a time already
-# past: now); $hour and
-# $weekday as DigestChoice stores them (weekday 0 = Monday, ISO's isodow 1). The window is the
-# one whose end is the first boundary strictly after $at, so $at equal to a boundary opens the
-# next window, which is how a join walks past a claimed carrier.
-WINDOW_SQL = """
-WITH here AS (
-    SELECT (greatest(now(), coalesce(%(at)s::timestamptz, now())) AT TIME ZONE %(zone)s)
-        AS local
-),
-boundary AS (
-    SELECT CASE %(cadence)s
-        WHEN 'hourly' THEN date_trunc('hour', local) + interval '1 hour'
-        WHEN 'daily' THEN local::date + make_time(%(hour)s, 0, 0)
-            + CASE WHEN local::time >= make_time(%(hour)s, 0, 0)
-                THEN interval '1 day' ELSE interval '0' END
-        WHEN 'weekly' THEN local::date + make_time(%(hour)s, 0, 0)
-            + make_interval(days => CASE
-                WHEN (%(weekday)s + 1 - extract(isodow FROM local)::int + 7) %% 7 = 0
-                     AND local::time >= make_time(%(hour)s, 0, 0) THEN 7
-                ELSE (%(weekday)s + 1 - extract(isodow FROM local)::int + 7) %% 7
-            END)
-    END AS local_end
-    FROM here
-)
-SELECT (local_end - CASE %(cadence)s
-            WHEN 'hourly' THEN interval '1 hour'
-            WHEN 'daily' THEN interval '1 day'
-            ELSE interval '7 days' END) AT TIME ZONE %(zone)s,
-       local_end AT TIME ZONE %(zone)s
-FROM boundary
-""".strip()
-
-
-def window(digest: Digest, *, time_zone: str, at: datetime | None = None) -> Window:
-    """The digest window that at (None: now, by the database clock) falls in, in time_zone."""
-    if digest.cadence not in (Cadence.HOURLY, Cadence.DAILY, Cadence.WEEKLY):
-        raise ValueError(f"{digest.cadence!r} has no window.")
-    hour = 0 if digest.hour is None else digest.hour
-    weekday = 0 if digest.weekday is None else digest.weekday
-    with connection.cursor() as cursor:
-        cursor.execute(
-            WINDOW_SQL,
-            {
-                "at": at,
-                "zone": time_zone,
-                "cadence": str(digest.cadence),
-                "hour": hour,
-                "weekday": weekday,
-            },
-        )
-        start, end = cursor.fetchone()
-    return Window(start, end)
 
 
 # The recipient's count of one-by-one sends of a category in the throttle window now() falls

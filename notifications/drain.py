@@ -31,10 +31,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
-from notifications import catalogue, channels, digests, outbox, pacing, preferences, quiet
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, Target
-from notifications.models import OUTCOMES, ChannelAddress, DatabaseNow, SkipReason, Status
+import transports as channels
+from notifications import digests, outbox, pacing
+from notifications.models import OUTCOMES, DatabaseNow, SkipReason, Status
 from notifications.outbox import ClaimedDelivery, Outcome
+from recipients import catalogue, preferences, quiet, tokens
+from recipients.models import ChannelAddress
+from transports.base import AddressSource, Channel, ChannelError, Outgoing, Target
 
 logger = logging.getLogger(__name__)
 
@@ -356,6 +359,14 @@ def _chosen_category(delivery: ClaimedDelivery) -> str | None:
     return None
 
 
+def _category_name(delivery: ClaimedDelivery) -> str:
+    """The category delivery is of: its message's, or for a digest the one it gathers."""
+    if delivery.message_key == digests.DIGEST:
+        return delivery.message_params.get("category", "")
+    message = catalogue.MESSAGES.get(delivery.message_key)
+    return message.category if message else ""
+
+
 class _Batch(NamedTuple):
     """What a batch's sends need from its recipients, read once for the whole batch."""
 
@@ -465,6 +476,16 @@ def _prepare(
                 fail(delivery, "BAD_MESSAGE", f"Cannot render {key!r}: {exc!r}")
                 continue
             subject, body = rendered.subject, rendered.body
+        label = link = ""
+        if channel.offers_unsubscribe and delivery.user_id is not None:
+            offered = tokens.offer(
+                user_id=delivery.user_id,
+                category=_category_name(delivery),
+                channel=delivery.channel,
+                language=language,
+            )
+            if offered is not None:
+                label, link = offered
         outgoing = Outgoing(
             delivery_id=delivery.id,
             channel=delivery.channel,
@@ -480,6 +501,9 @@ def _prepare(
             secrets=secrets,
             lane=delivery.lane,
             targets=targets,
+            digest=key == digests.DIGEST,
+            category_label=label,
+            unsubscribe_url=link,
         )
         ready.append((delivery, channel, outgoing))
     return ready, immediate, holding

@@ -25,11 +25,9 @@ from django.db.models import Value
 from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
-from notifications import catalogue, digests, lanes, outbox, preferences, quiet, wakeup
-from notifications.channels.base import AddressSource
+from notifications import digests, lanes, outbox, wakeup
 from notifications.models import (
     DEFAULT_LANE,
-    ChannelAddress,
     DatabaseNow,
     Notification,
     NotificationDelivery,
@@ -37,6 +35,9 @@ from notifications.models import (
     Status,
 )
 from notifications.outbox import CancelCounts
+from recipients import catalogue, preferences, quiet, windows
+from recipients.models import ChannelAddress
+from transports.base import AddressSource
 
 CANCEL_KEY_MAX = 200  # Notification.cancel_key's max_length
 
@@ -330,10 +331,10 @@ def _gather(
     if digest is not None:
         kind = digests.DIGEST_KIND
         zone = prefs.time_zone
-        first = digests.window(digest, time_zone=zone, at=when)
+        first = windows.window(digest, time_zone=zone, at=when)
 
-        def next_window(end: datetime) -> digests.Window:
-            return digests.window(digest, time_zone=zone, at=end)
+        def next_window(end: datetime) -> windows.Window:
+            return windows.window(digest, time_zone=zone, at=end)
 
     else:
         throttle = digests.throttle_of(category)
@@ -348,8 +349,8 @@ def _gather(
         kind = digests.THROTTLE_KIND
         length = timedelta(seconds=throttle.seconds)
 
-        def next_window(end: datetime) -> digests.Window:
-            return digests.Window(end, end + length)
+        def next_window(end: datetime) -> windows.Window:
+            return windows.Window(end, end + length)
 
     held = frozenset(name for name in names if prefs.holds(name))
     quiet_hours = None

@@ -27,8 +27,8 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from notifications import catalogue
 from notifications.models import DatabaseNow, Notification
+from recipients import catalogue
 
 # Entries on one page.
 PAGE_SIZE = 20

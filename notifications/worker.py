@@ -21,7 +21,8 @@ from typing import ClassVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
-from notifications import channels, drain, heartbeat, metrics, retention, wakeup
+import transports as channels
+from notifications import drain, heartbeat, metrics, retention, wakeup
 from notifications.drain import Policy, Report
 from notifications.outbox import Outcome
 from notifications.signals import outbox_idle

@@ -19,8 +19,8 @@ from django.db import connection
 
 from jobs.models import JobRun, Status, Trigger
 from notifications import enqueue, outbox
-from notifications.channels.base import Outgoing
 from notifications.models import Notification, NotificationDelivery
+from transports.base import Outgoing
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 

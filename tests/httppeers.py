@@ -462,10 +462,10 @@ def check_one_connection_until_closed(
     for delivery_id in range(3):
         channel.send(outgoing(delivery_id=delivery_id))
     assert (len(peer.requests), peer.accepted) == (3 * requests_per_send, 1)
-    monkeypatch.setattr("notifications.channels.http.Client.idle_seconds", 3600)
+    monkeypatch.setattr("transports.http.Client.idle_seconds", 3600)
     channel.close_idle()
     assert channel.client.open_connections() == 1
-    monkeypatch.setattr("notifications.channels.http.Client.idle_seconds", 0)
+    monkeypatch.setattr("transports.http.Client.idle_seconds", 0)
     channel.close_idle()
     assert peer.wait_for_open_connections(0) == 0
     channel.send(outgoing(delivery_id=7))

@@ -10,43 +10,68 @@ from pathlib import Path
 from django.conf import settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "notifications", "showcases", "pwa", "jobs", "accounts", "v10r")
+PACKAGES = (
+    "core",
+    "transports",
+    "recipients",
+    "notifications",
+    "showcases",
+    "pwa",
+    "jobs",
+    "accounts",
+    "v10r",
+)
 
 # What each package may import of the project's packages besides itself.
 ALLOWED = {
     "core": set(),
-    "notifications": {"core"},
+    # The notification system's three rooms, each importing only the ones beneath it: the
+    # channels (how bytes leave) know neither the rules nor the engine; the recipients' rules
+    # (who may receive what) know the channels' registry and facts; the engine (how a row
+    # moves) asks both.
+    "transports": {"core"},
+    "recipients": {"core", "transports"},
+    "notifications": {"core", "transports", "recipients"},
     # The jobs page shows the registry and its log, and runs a demo job through the runner;
-    # jobs never imports a showcase.
-    "showcases": {"core", "notifications", "jobs"},
+    # jobs never imports a showcase. The demo's channel is a Channel like any other.
+    "showcases": {"core", "transports", "recipients", "notifications", "jobs"},
     "pwa": {"core"},
     # Scheduled work runs the queue's retention and tidying up, so it may import the queue;
     # the queue never imports it.
     "jobs": {"core", "notifications"},
-    # Sign-in and password reset: the throttle in core, the reset email through the queue.
-    "accounts": {"core", "notifications"},
-    "v10r": {"core", "notifications", "showcases", "pwa", "jobs", "accounts"},
+    # Sign-in, sign-up, the preference centre and the inbox: the throttle in core, the
+    # recipients' rules for their choices, the reset email through the queue.
+    "accounts": {"core", "transports", "recipients", "notifications"},
+    "v10r": {
+        "core",
+        "transports",
+        "recipients",
+        "notifications",
+        "showcases",
+        "pwa",
+        "jobs",
+        "accounts",
+    },
 }
 # The settings are read before any app is loaded: they may use the roof's readers and core's
 # modules that need no set-up (logs, platform), and no app.
 SETTINGS_ALLOWED = {"v10r", "core"}
-# The queue's public face, which a showcase and accounts use; its machinery (drain, worker,
-# channels, the admin, the commands) is the queue's own.
+# The engine's public face, which a showcase and accounts use; its machinery (drain, worker,
+# claim, the admin, the commands) is the engine's own.
 OUTBOX_PUBLIC = {
     "notifications.backoff",
-    "notifications.catalogue",
     "notifications.enqueue",
-    "notifications.forms",
     "notifications.heartbeat",
     "notifications.inbox",
     "notifications.models",
     "notifications.outbox",
-    "notifications.preferences",
     "notifications.signals",
     "notifications.stats",
-    "notifications.subscriptions",
-    "notifications.unsubscribe",
 }
+# The recipients' rules are public to the apps above them but for their admin; the channels'
+# registry and their base class are, but not a transport's insides.
+RULES_MACHINERY = ("recipients.admin",)
+CHANNELS_PUBLIC = {"transports", "transports.base"}
 
 # The jobs' public face, which the jobs page uses; the site's jobs, the cron endpoints, the
 # checks, the admin and the commands are the jobs app's own.
@@ -78,6 +103,24 @@ def project_files():
         yield from sorted((BASE_DIR / package).rglob("*.py"))
 
 
+def _within(name: str, modules, *, exact: bool = False) -> bool:
+    """Whether name is one of modules, or (unless exact) inside one; for "from a import b",
+    name is "a.b", which counts as a when b is no module of a's public ones."""
+    for module in modules:
+        if name == module or (not exact and name.startswith(module + ".")):
+            return True
+        if exact and name.rpartition(".")[0] == module and name not in _MODULES:
+            return True
+    return False
+
+
+_MODULES = {
+    ".".join(p.relative_to(BASE_DIR).with_suffix("").parts)
+    for package in PACKAGES
+    for p in (BASE_DIR / package).rglob("*.py")
+}
+
+
 def forbidden(path: Path, *, root: Path = BASE_DIR) -> list[str]:
     owner = path.relative_to(root).parts[0]
     relative = path.relative_to(root).as_posix()
@@ -90,14 +133,22 @@ def forbidden(path: Path, *, root: Path = BASE_DIR) -> list[str]:
         elif (
             owner in {"showcases", "accounts"}
             and top == "notifications"
-            and not any(name == m or name.startswith(m + ".") for m in OUTBOX_PUBLIC)
+            and not _within(name, OUTBOX_PUBLIC)
         ):
             wrong.append(f"{relative}:{line} imports the queue's machinery: {name}")
         elif (
-            owner == "showcases"
-            and top == "jobs"
-            and not any(name == m or name.startswith(m + ".") for m in JOBS_PUBLIC)
+            owner in {"showcases", "accounts"}
+            and top == "recipients"
+            and _within(name, RULES_MACHINERY)
         ):
+            wrong.append(f"{relative}:{line} imports the recipients' machinery: {name}")
+        elif (
+            owner in {"showcases", "accounts"}
+            and top == "transports"
+            and not _within(name, CHANNELS_PUBLIC, exact=True)
+        ):
+            wrong.append(f"{relative}:{line} imports a channel's machinery: {name}")
+        elif owner == "showcases" and top == "jobs" and not _within(name, JOBS_PUBLIC):
             wrong.append(f"{relative}:{line} imports the jobs' machinery: {name}")
     return wrong
 
@@ -152,3 +203,37 @@ def test_the_settings_default_for_max_attempts_is_the_backoffs():
     ]
     [default] = [k.value for k in call.keywords if k.arg == "default"]
     assert ast.literal_eval(default) == backoff.MAX_ATTEMPTS
+
+
+def test_a_channel_may_import_neither_the_rules_nor_the_engine(tmp_path):
+    (tmp_path / "transports").mkdir()
+    probe = tmp_path / "transports" / "probe.py"
+    probe.write_text(
+        "from core import logs\nfrom transports.base import Channel\n"
+        "from recipients import catalogue\n"
+        "def late():\n    from notifications.models import Notification\n"
+    )
+    assert forbidden(probe, root=tmp_path) == [
+        "transports/probe.py:3 imports recipients.catalogue",
+        "transports/probe.py:5 imports notifications.models.Notification",
+    ]
+
+
+def test_the_rules_may_import_the_channels_but_not_the_engine(tmp_path):
+    (tmp_path / "recipients").mkdir()
+    probe = tmp_path / "recipients" / "probe.py"
+    probe.write_text("import transports\nfrom notifications import outbox\n")
+    assert forbidden(probe, root=tmp_path) == ["recipients/probe.py:2 imports notifications.outbox"]
+
+
+def test_the_apps_above_use_a_channel_only_through_the_registry_and_its_base(tmp_path):
+    (tmp_path / "accounts").mkdir()
+    probe = tmp_path / "accounts" / "probe.py"
+    probe.write_text(
+        "import transports\nfrom transports.base import Channel\n"
+        "from transports.telegram import _CHAT_ID\nfrom recipients.admin import addresses\n"
+    )
+    assert forbidden(probe, root=tmp_path) == [
+        "accounts/probe.py:3 imports a channel's machinery: transports.telegram._CHAT_ID",
+        "accounts/probe.py:4 imports the recipients' machinery: recipients.admin.addresses",
+    ]

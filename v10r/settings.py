@@ -178,13 +178,13 @@ NOTIFICATION_THROTTLE_SECONDS = environment.whole_number(
 NOTIFICATION_THROTTLES: dict[str, tuple[int, int]] = {}
 # Channel name -> class path. Code that enqueues may only name these.
 _CHANNEL_CLASSES = {
-    "email": "notifications.channels.email.EmailChannel",
-    "telegram": "notifications.channels.telegram.TelegramChannel",
-    "discord": "notifications.channels.discord.DiscordChannel",
-    "webhook": "notifications.channels.webhook.WebhookChannel",
-    "webpush": "notifications.channels.webpush.WebPushChannel",
-    "inapp": "notifications.channels.inapp.InAppChannel",
-    "demo": "notifications.channels.demo.DemoChannel",
+    "email": "transports.email.EmailChannel",
+    "telegram": "transports.telegram.TelegramChannel",
+    "discord": "transports.discord.DiscordChannel",
+    "webhook": "transports.webhook.WebhookChannel",
+    "webpush": "transports.webpush.WebPushChannel",
+    "inapp": "notifications.inapp.InAppChannel",
+    "demo": "showcases.channel.DemoChannel",
 }
 # V10R_CHANNELS picks which of them this site runs (comma-separated; default all): a site with
 # no Telegram bot leaves telegram out instead of carrying a channel that can only fail.
@@ -197,7 +197,7 @@ if _chosen and "demo" not in _chosen:
 DELIVERY_CHANNELS = {
     name: path for name, path in _CHANNEL_CLASSES.items() if not _chosen or name in _chosen
 }
-# The HTTP channels (notifications/channels/http.py): a connection must open within the first,
+# The HTTP channels (transports/http.py): a connection must open within the first,
 # and a whole send (name lookup, TLS, request, reply) finish within the second.
 DELIVERY_HTTP_CONNECT_TIMEOUT = environment.number(
     "DELIVERY_HTTP_CONNECT_TIMEOUT", default=5.0, minimum=0.1, maximum=60, why="a minute"
@@ -236,7 +236,7 @@ if _vapid_problem := vapid.problem(
 # reach loopback too (still over HTTPS), for tests and local development only. The CA file
 # (PEM) is trusted instead of the system's certificates: a test's own, or a private relay's.
 WEBPUSH_ALLOW_LOOPBACK = environment.boolean("WEBPUSH_ALLOW_LOOPBACK", default=False)
-# The ports a push endpoint may name (notifications/subscriptions.py, and again at send): the
+# The ports a push endpoint may name (recipients/push.py, and again at send): the
 # browsers' push services all listen on 443. A browser's page chooses the endpoint, so any
 # other port is a way to make the drain knock on a service that is not a push service.
 WEBPUSH_ENDPOINT_PORTS = environment.ports("WEBPUSH_ENDPOINT_PORTS", default=(443,))
@@ -380,6 +380,10 @@ INSTALLED_APPS = [
     "django_htmx",
     "core",
     "v10r",
+    # The notification system's three rooms, channels first: each imports only the ones
+    # above it here (docs/architecture.md).
+    "transports",
+    "recipients",
     "notifications",
     "showcases",
     "pwa",
@@ -397,7 +401,7 @@ DELIVERY_LANES = {
 }
 if "showcases" in INSTALLED_APPS:
     # The visitors' demo rows, behind every real delivery. A demo send takes most of a second
-    # on purpose (notifications/channels/demo.py), so a batch takes at most one round of them
+    # on purpose (showcases/channel.py), so a batch takes at most one round of them
     # (16, the default DELIVERY_CONCURRENCY): the next batch, and any real row in it, is never
     # held up by more than one round of demo sends.
     DELIVERY_LANES["demo"] = {"rank": 3, "cap": 16}

@@ -17,7 +17,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from notifications import catalogue
+from core.admin_wording import Worded
 from notifications.admin import digest_items
 from notifications.admin.lists import (
     BoundedCountPaginator,
@@ -29,7 +29,6 @@ from notifications.admin.lists import (
     StatusFilter,
 )
 from notifications.admin.schedule import ScheduleMixin, held, held_note, is_scheduled, moment
-from notifications.admin.wording import Worded
 from notifications.models import (
     DatabaseNow,
     DigestItem,
@@ -38,6 +37,7 @@ from notifications.models import (
     ShownStatus,
     Status,
 )
+from recipients import catalogue
 
 # Error codes are written in capitals, digits and underscores: SMTP_550, TIMEOUT.
 ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]+")

@@ -15,9 +15,10 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.translation import get_language, gettext, ngettext
 
-from notifications import catalogue, digests
+from notifications import digests
 from notifications.admin.schedule import moment
 from notifications.models import DigestItem, Notification, NotificationDelivery
+from recipients import catalogue
 
 # How many of a carrier's items its page lists, newest first; the rest are counted.
 SHOWN = 50

@@ -8,8 +8,8 @@ from django.utils import formats
 from django.utils.translation import pgettext
 
 from core.templatetags import units
-from notifications import catalogue
 from notifications.models import NotificationDelivery, ShownStatus
+from recipients import catalogue
 
 register = template.Library()
 

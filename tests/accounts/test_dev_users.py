@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 pytestmark = pytest.mark.django_db
 

@@ -552,7 +552,7 @@ def test_refusals_are_private_to_their_user_too(signed_in):
 
 
 def test_entries_are_dated_in_the_readers_saved_time_zone_and_the_page_says_which(signed_in, ada):
-    from notifications.models import Recipient
+    from recipients.models import Recipient
 
     put(ada)  # T0: 12:00 UTC
     Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
@@ -572,7 +572,7 @@ def test_without_a_saved_zone_entries_are_dated_in_the_sites_zone_and_say_so(sig
 def test_one_readers_zone_does_not_outlive_their_request(signed_in, ada, bob):
     from django.utils import timezone
 
-    from notifications.models import Recipient
+    from recipients.models import Recipient
 
     Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
     signed_in.get(INBOX)
@@ -584,7 +584,7 @@ def test_one_readers_zone_does_not_outlive_their_request(signed_in, ada, bob):
 
 
 def test_a_page_that_shows_no_time_reads_no_zone_and_stays_the_same_for_everyone(signed_in, ada):
-    from notifications.models import Recipient
+    from recipients.models import Recipient
 
     Recipient.objects.create(user=ada, time_zone="Asia/Tokyo")
     # The service worker keeps the offline page only while it does not vary on the cookie.

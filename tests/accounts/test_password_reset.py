@@ -23,8 +23,9 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts import views
 from accounts.forms import REQUESTS_PER_ADDRESS, REQUESTS_PER_CLIENT, PasswordResetRequestForm
-from notifications import catalogue
-from notifications.models import Notification, NotificationDelivery, Recipient, Status
+from notifications.models import Notification, NotificationDelivery, Status
+from recipients import catalogue
+from recipients.models import Recipient
 from tests.accounts.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -12,25 +12,25 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from notifications import digests, preferences
-from notifications.digests import Digest
+from notifications import digests
 from notifications.enqueue import send_notification
-from notifications.models import (
+from notifications.models import NotificationDelivery, Status
+from recipients import preferences
+from recipients.models import (
     Cadence,
     ChannelAddress,
     ChannelPreference,
     DigestChoice,
-    NotificationDelivery,
     Recipient,
-    Status,
     WebhookSecret,
 )
+from recipients.windows import Digest
 from tests.address_refusals import REFUSED_ADDRESSES
 
 pytestmark = pytest.mark.django_db
 
 CENTRE = "/account/notifications/"
-ADMIN = "/admin/notifications/recipient/"
+ADMIN = "/admin/recipients/recipient/"
 
 
 @pytest.fixture
@@ -851,7 +851,7 @@ def test_the_inbox_is_a_channel_to_choose_but_no_address_to_type(signed_in):
 
 
 def test_the_centre_says_which_zone_its_times_are_in_and_follows_a_saved_one(signed_in, ada):
-    from notifications.models import Recipient
+    from recipients.models import Recipient
 
     assert 'data-time-zone="UTC"' in signed_in.get(CENTRE).content.decode()
     Recipient.objects.create(user=ada, time_zone="Europe/Berlin")

@@ -7,7 +7,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from accounts import push_views
-from notifications.models import WEBPUSH, ChannelAddress
+from recipients.models import WEBPUSH, ChannelAddress
 from tests.accounts.conftest import NEW_PASSWORD, change_password
 from tests.notifications.test_subscriptions import AUTH, browser_key
 

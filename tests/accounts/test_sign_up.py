@@ -23,8 +23,9 @@ from accounts import signup
 from accounts.forms import REQUESTS_PER_ADDRESS, REQUESTS_PER_CLIENT
 from accounts.models import PendingSignUp
 from core.models import RateLimitWindow
-from notifications import catalogue
-from notifications.models import Notification, NotificationDelivery, Recipient, Status
+from notifications.models import Notification, NotificationDelivery, Status
+from recipients import catalogue
+from recipients.models import Recipient
 from tests.accounts.conftest import PASSWORD
 from v10r import housekeeping
 

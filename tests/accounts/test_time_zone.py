@@ -10,7 +10,7 @@ import pytest
 from django.test import RequestFactory
 
 from accounts.time_zone import ReaderZone
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from notifications import preferences
-from notifications.models import DigestChoice, Recipient
+from recipients import preferences
+from recipients.models import DigestChoice, Recipient
 from tests.browser.conftest import (
     READER_PASSWORD,
     RECORD_CSP_VIOLATIONS,

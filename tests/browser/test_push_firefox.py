@@ -18,10 +18,13 @@ import pytest
 from django.core.management import call_command
 from marionette_driver.by import By
 
+import transports as channels
 from core import vapid
-from notifications import catalogue, channels, enqueue
-from notifications.models import ChannelAddress, NotificationDelivery, Recipient
+from notifications import enqueue
+from notifications.models import NotificationDelivery
 from pwa import precache, views
+from recipients import catalogue
+from recipients.models import ChannelAddress, Recipient
 from tests.browser.conftest import READER_PASSWORD
 from tests.browser.firefox import Firefox
 from tests.helpers import require

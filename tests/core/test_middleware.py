@@ -231,7 +231,7 @@ def test_a_client_under_the_limit_still_reaches_the_view_and_is_counted(client):
     [
         "/admin/jobs/jobrun/?status__exact=%00",
         "/admin/jobs/jobrun/?slug=%00",
-        "/admin/notifications/channeladdress/?channel__exact=%00",
+        "/admin/recipients/channeladdress/?channel__exact=%00",
         "/admin/notifications/notificationdelivery/?q=a%00b",
         "/ru/showcases/jobs/?%00=1",
         "/showcases/workers/queue/?x=%00",

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from notifications import checks
-from notifications.channels import email
 from notifications.worker import PRUNE_SECONDS
 from tests.deploy import clients
 from tests.deploy.test_gunicorn_config import effective_config
 from tests.helpers import poll, python, require
 from tests.smtp import free_port
+from transports import email
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 PROCFILE = BASE_DIR / "Procfile"

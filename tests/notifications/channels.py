@@ -6,7 +6,7 @@ import threading
 import time
 from datetime import timedelta
 
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from transports.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
 
 class Recorder(Channel):

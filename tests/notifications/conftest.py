@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from notifications import channels
+import transports as channels
 from notifications.worker import Worker
 from tests.notifications import channels as test_channels
 

@@ -9,14 +9,14 @@ import re
 import pytest
 
 from notifications import worker
-from notifications.models import ChannelAddress, WebhookSecret
+from recipients.models import ChannelAddress, WebhookSecret
 from tests.address_refusals import REFUSED_ADDRESSES
 from tests.helpers import notify
 from tests.httppeers import Behaviour, TelegramPeer, WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 
-LIST = "/admin/notifications/channeladdress/"
+LIST = "/admin/recipients/channeladdress/"
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def staff(client, django_user_model):
 
 
 def test_a_blocked_bots_address_shows_as_deactivated_with_why(staff, user, settings):
-    from notifications import channels
+    import transports as channels
 
     peer = TelegramPeer(token="1:t")
     settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "1:t", peer.base_url
@@ -94,7 +94,8 @@ def test_every_code_a_channel_switches_an_address_off_with_has_a_sentence():
     import ast
     from pathlib import Path
 
-    from notifications import channels, deactivation
+    import transports as channels
+    from recipients import deactivation
 
     found = set()
     for path in Path(channels.__file__).parent.glob("*.py"):
@@ -173,7 +174,7 @@ def test_switching_an_address_back_on_clears_why_it_was_off(staff, user):
 
 
 def test_the_dashboard_probes_a_bot_and_shows_the_round_trip(staff, settings):
-    from notifications import channels
+    import transports as channels
 
     peer = TelegramPeer(token="1:t")
     settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "1:t", peer.base_url
@@ -182,14 +183,14 @@ def test_the_dashboard_probes_a_bot_and_shows_the_round_trip(staff, settings):
         page = staff.get("/admin/").content.decode()
         assert 'data-probe="telegram"' in page and 'data-probe="discord"' in page
         assert 'data-probe="email"' not in page
-        response = staff.post("/admin/notifications/channeladdress/probe/telegram/", follow=True)
+        response = staff.post("/admin/recipients/channeladdress/probe/telegram/", follow=True)
         text = response.content.decode()
         assert "Telegram: @v10r_bot answered in" in text  # message_user capitalises it
         peer.behaviour = Behaviour.UNAVAILABLE
-        failed = staff.post("/admin/notifications/channeladdress/probe/telegram/", follow=True)
+        failed = staff.post("/admin/recipients/channeladdress/probe/telegram/", follow=True)
         assert "Telegram: the probe failed: HTTP_503" in failed.content.decode()
-        assert staff.get("/admin/notifications/channeladdress/probe/telegram/").status_code == 404
-        assert staff.post("/admin/notifications/channeladdress/probe/email/").status_code == 404
+        assert staff.get("/admin/recipients/channeladdress/probe/telegram/").status_code == 404
+        assert staff.post("/admin/recipients/channeladdress/probe/email/").status_code == 404
     finally:
         channels.get("telegram").close()
         channels._load.cache_clear()
@@ -201,7 +202,7 @@ def test_only_staff_with_the_probe_permission_make_the_site_call_a_provider(
 ):
     from django.contrib.auth.models import Permission
 
-    from notifications import channels
+    import transports as channels
 
     peer = TelegramPeer(token="1:t")
     settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "1:t", peer.base_url
@@ -209,7 +210,7 @@ def test_only_staff_with_the_probe_permission_make_the_site_call_a_provider(
     looker = django_user_model.objects.create_user("looker", is_staff=True)
     looker.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
     client.force_login(looker)
-    probe = "/admin/notifications/channeladdress/probe/telegram/"
+    probe = "/admin/recipients/channeladdress/probe/telegram/"
     try:
         assert "data-probe=" not in client.get("/admin/").content.decode()
         assert client.post(probe).status_code == 403
@@ -239,7 +240,7 @@ def form(user, channel: str, address: str, *, active: bool = True) -> dict:
 @pytest.fixture
 def loopback_webhooks(settings):
     """Webhooks may reach a receiver on 127.0.0.1, as in local development."""
-    from notifications import channels
+    import transports as channels
 
     settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK = True
     channels._load.cache_clear()

@@ -16,7 +16,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from notifications import outbox
-from notifications.models import ChannelAddress, Recipient
+from recipients.models import ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries, make_timed_run, mark_failed, mark_sent
 
 # Attributes written for people, where a number takes the reader's decimal comma.

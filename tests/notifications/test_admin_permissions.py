@@ -11,9 +11,9 @@ from django.contrib.auth.models import Group, Permission
 from django.test import RequestFactory
 from django.urls import reverse
 
-from notifications.channels import signing
-from notifications.models import ChannelAddress, Recipient, WebhookSecret
+from recipients.models import ChannelAddress, Recipient, WebhookSecret
 from tests.helpers import finish, make_deliveries, make_timed_run
+from transports import signing
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ STANDARD = ("changelist", "add", "history", "delete", "change")
 # Custom views a viewer may use, and why that is safe. The jobs page lists the jobs and their
 # last runs: it reads, and writes nothing (Run now is a view of its own, behind jobs.run_job).
 # Anything not listed here must refuse a viewer: the probe too, which makes the site call a
-# provider with its bot token (notifications.probe_channel).
+# provider with its bot token (recipients.probe_channel).
 OPEN_TO_VIEWERS = {"jobs_jobrun_schedule"}
 
 
@@ -165,7 +165,7 @@ def test_the_walk_reaches_the_secret_actions_and_the_retry_views():
     views = {p.values[1].name for p in custom_views()}
     assert {"rotate_webhook_secret", "drop_previous_webhook_secret", "retry_selected"} <= names
     assert {"retry_failed", "delete_selected"} <= names
-    assert {"notifications_needsattention_retry", "notifications_channel_probe"} <= views
+    assert {"notifications_needsattention_retry", "recipients_channel_probe"} <= views
 
 
 def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_user_model):
@@ -173,7 +173,7 @@ def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_u
     person.user_permissions.add(Permission.objects.get(codename="view_notificationdelivery"))
     client.force_login(person)
     assert "data-probe=" not in client.get("/admin/").content.decode()
-    assert client.post("/admin/notifications/channeladdress/probe/telegram/").status_code == 403
+    assert client.post("/admin/recipients/channeladdress/probe/telegram/").status_code == 403
     # Seeing the addresses is not enough: the probe is an act of its own.
     person.user_permissions.add(Permission.objects.get(codename="view_channeladdress"))
     assert "data-probe=" not in client.get("/admin/").content.decode()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from notifications import catalogue
 from notifications.enqueue import send_notification
+from recipients import catalogue
 
 LINK = "https://example.test/account/password-reset/MQ/abc-0123456789abcdef/"
 

@@ -13,8 +13,8 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import translation
 
-from notifications.admin.wording import Worded
-from notifications.models import ChannelAddress, Recipient
+from core.admin_wording import Worded
+from recipients.models import ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("collected_static")]
@@ -89,7 +89,7 @@ def test_a_view_only_staff_member_is_told_they_are_viewing(
 )
 def test_a_channel_address_page_says_view_or_change(rows, viewer, editor, prefix, view, change):
     address = ChannelAddress.objects.get()
-    url = f"{prefix}/admin/notifications/channeladdress/{address.pk}/change/"
+    url = f"{prefix}/admin/recipients/channeladdress/{address.pk}/change/"
     assert heading(viewer, url) == view
     assert heading(editor, url) == change
 

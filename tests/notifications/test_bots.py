@@ -10,10 +10,6 @@ from datetime import timedelta
 
 import pytest
 
-from notifications.channels import http
-from notifications.channels.base import ChannelError, Outgoing
-from notifications.channels.discord import DiscordChannel
-from notifications.channels.telegram import TelegramChannel
 from tests.helpers import make_outgoing
 from tests.httppeers import (
     BOT_DEADLINE,
@@ -24,6 +20,10 @@ from tests.httppeers import (
     bot_fixtures,
     check_one_connection_until_closed,
 )
+from transports import http
+from transports.base import ChannelError, Outgoing
+from transports.discord import DiscordChannel
+from transports.telegram import TelegramChannel
 
 SLACK = 0.5
 

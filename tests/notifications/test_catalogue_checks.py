@@ -6,8 +6,8 @@ import dataclasses
 
 from django.core import checks
 
-from notifications import catalogue
 from notifications.checks import check_catalogue
+from recipients import catalogue
 
 
 def ids(messages) -> list[str]:

@@ -11,16 +11,18 @@ from datetime import timedelta
 import pytest
 from django.core import checks
 
-from notifications import channels, enqueue, worker
-from notifications.channels import deadlines, signing
-from notifications.channels.base import ChannelError, Outgoing
-from notifications.channels.discord import DiscordChannel
-from notifications.channels.email import EmailChannel
-from notifications.channels.telegram import TelegramChannel
-from notifications.channels.webhook import WebhookChannel
-from notifications.models import ChannelAddress, Notification, NotificationDelivery, WebhookSecret
+import transports as channels
+from notifications import enqueue, worker
+from notifications.models import Notification, NotificationDelivery
+from recipients.models import ChannelAddress, WebhookSecret
 from tests.helpers import counts, drain_until, notify
 from tests.httppeers import Behaviour, DiscordPeer, TelegramPeer, WebhookReceiver
+from transports import deadlines, signing
+from transports.base import ChannelError, Outgoing
+from transports.discord import DiscordChannel
+from transports.email import EmailChannel
+from transports.telegram import TelegramChannel
+from transports.webhook import WebhookChannel
 
 TOKEN = "123456:test-token"
 
@@ -74,7 +76,7 @@ def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, 
     settings.DISCORD_BOT_TOKEN = TOKEN
     channels._load.cache_clear()
     try:
-        warnings = [m for m in checks.run_checks() if m.id == "notifications.W001"]
+        warnings = [m for m in checks.run_checks() if m.id == "transports.W001"]
         assert [w.msg.split(":")[0] for w in warnings] == [
             "The telegram channel is configured but TELEGRAM_BOT_TOKEN is not set"
         ]

@@ -13,19 +13,13 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from notifications import outbox, preferences, worker
-from notifications import unsubscribe as tokens
-from notifications.digests import Digest
+from notifications import outbox, worker
 from notifications.enqueue import send_notification
-from notifications.models import (
-    ChannelAddress,
-    ChannelPreference,
-    DigestChoice,
-    NotificationDelivery,
-    Recipient,
-    SkipReason,
-    Status,
-)
+from notifications.models import NotificationDelivery, SkipReason, Status
+from recipients import preferences
+from recipients import tokens as tokens
+from recipients.models import ChannelAddress, ChannelPreference, DigestChoice, Recipient
+from recipients.windows import Digest
 from tests.dbclock import database_clock_at
 
 BERLIN = ZoneInfo("Europe/Berlin")

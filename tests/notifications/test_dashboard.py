@@ -234,8 +234,8 @@ def test_the_oldest_pending_age_reads_the_pending_rows_index(db, user):
 
 
 def test_the_dashboard_counts_skipped_rows_by_reason_with_a_link_to_each(admin_client, user):
-    from notifications import preferences
     from notifications.enqueue import send_notification
+    from recipients import preferences
 
     preferences.choose(user, choices={("account", "email"): False})
     for channels in (["email"], ["email"], ["telegram"]):

@@ -13,7 +13,8 @@ from django.contrib.auth.models import Permission
 
 from notifications import worker
 from notifications.admin import digest_items
-from notifications.models import Cadence, DigestChoice, NotificationDelivery, Status
+from notifications.models import NotificationDelivery, Status
+from recipients.models import Cadence, DigestChoice
 from tests.helpers import execute, welcome_by_email
 
 pytestmark = pytest.mark.django_db

@@ -11,13 +11,8 @@ from django.db import connection
 
 from notifications import digests, outbox
 from notifications.enqueue import cancel_notifications, send_notification
-from notifications.models import (
-    Cadence,
-    DigestChoice,
-    DigestItem,
-    NotificationDelivery,
-    Status,
-)
+from notifications.models import DigestItem, NotificationDelivery, Status
+from recipients.models import Cadence, DigestChoice
 from tests.helpers import execute, in_thread, mark_sent, poll
 
 OPEN = [Status.PENDING, Status.PROCESSING]

@@ -14,14 +14,14 @@ from django.db import OperationalError, connection, transaction
 from django.test import Client
 from django.utils import translation
 
-from notifications import preferences
-from notifications.digests import Digest
-from notifications.forms import describe_digest
-from notifications.models import Cadence, DigestChoice, Recipient
+from recipients import preferences
+from recipients.forms import describe_digest
+from recipients.models import Cadence, DigestChoice, Recipient
+from recipients.windows import Digest
 
 pytestmark = pytest.mark.django_db
 
-ADMIN = "/admin/notifications/recipient/"
+ADMIN = "/admin/recipients/recipient/"
 
 
 @pytest.fixture

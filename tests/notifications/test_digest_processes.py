@@ -23,7 +23,7 @@ from email.header import decode_header, make_header
 from django.db import connection
 
 from notifications import digests
-from notifications.models import Cadence, DigestChoice, Recipient
+from recipients.models import Cadence, DigestChoice, Recipient
 from tests.dbclock import database_clock_running
 from tests.helpers import BASE_DIR, database_url, poll, start_drain
 from tests.notifications.test_drain_processes import Output

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from notifications import digests, worker
-from notifications.channels import discord, telegram
 from notifications.enqueue import send_notification
-from notifications.models import Cadence, DigestChoice
+from recipients.models import Cadence, DigestChoice
 from tests.helpers import execute
 from tests.notifications.channels import RecordingChannel
+from transports import discord, telegram
 
 JUNE = datetime(2026, 6, 1, 7, tzinfo=UTC)  # 09:00 in Berlin (summer time)
 

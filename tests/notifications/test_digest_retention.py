@@ -11,14 +11,13 @@ import pytest
 from notifications import digests, retention
 from notifications.enqueue import send_notification
 from notifications.models import (
-    Cadence,
-    DigestChoice,
     DigestItem,
     Notification,
     NotificationDelivery,
     Status,
     ThrottleCount,
 )
+from recipients.models import Cadence, DigestChoice
 from tests.helpers import execute, update_delivery
 
 pytestmark = pytest.mark.django_db

@@ -14,15 +14,14 @@ import pytest
 from notifications import digests, outbox, worker
 from notifications.enqueue import send_notification
 from notifications.models import (
-    Cadence,
-    DigestChoice,
     DigestItem,
     Notification,
     NotificationDelivery,
-    Recipient,
     Status,
     ThrottleCount,
 )
+from recipients import windows
+from recipients.models import Cadence, DigestChoice, Recipient
 from tests.dbclock import database_clock_at
 from tests.helpers import welcome_by_email
 
@@ -46,7 +45,7 @@ def carriers():
 
 
 def window(cadence, zone="Europe/Berlin", at=None, **when):
-    return digests.window(digests.Digest(cadence, **when), time_zone=zone, at=at)
+    return windows.window(windows.Digest(cadence, **when), time_zone=zone, at=at)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +155,7 @@ def test_a_required_category_is_never_gathered(django_user_model):
 
 
 def test_an_opted_out_channel_gets_no_carrier_but_a_skipped_row(reader):
-    from notifications import preferences
+    from recipients import preferences
 
     preferences.choose(reader, choices={("account", "email"): False})
     with database_clock_at(MORNING):

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from notifications.channels import http
-from notifications.channels.base import Outgoing
-from notifications.channels.discord import DiscordChannel, message
 from tests.helpers import make_outgoing
 from tests.httppeers import BOT_DEADLINE, Behaviour, BotCase, DiscordPeer, bot_fixtures
+from transports import http
+from transports.base import Outgoing
+from transports.discord import DiscordChannel, message
 
 TOKEN = "MTA0NjQ2.test-discord-token.0123456789abcdef"
 SLACK = 0.5

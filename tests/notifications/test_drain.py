@@ -8,13 +8,8 @@ from django.core import checks
 
 from notifications import checks as outbox_checks
 from notifications import heartbeat, worker
-from notifications.models import (
-    ChannelAddress,
-    DrainHeartbeat,
-    NotificationDelivery,
-    SkipReason,
-    Status,
-)
+from notifications.models import DrainHeartbeat, NotificationDelivery, SkipReason, Status
+from recipients.models import ChannelAddress
 from tests.helpers import execute, in_thread, make_deliveries, poll
 from tests.notifications.channels import (
     AlwaysRetryableChannel,
@@ -150,7 +145,7 @@ def test_the_lease_must_outlast_a_full_batch(settings, lease, batch, concurrency
     settings.DELIVERY_LEASE_SECONDS = lease
     settings.DELIVERY_BATCH_SIZE = batch
     settings.DELIVERY_CONCURRENCY = concurrency
-    settings.DELIVERY_CHANNELS = {"email": "notifications.channels.email.EmailChannel"}
+    settings.DELIVERY_CHANNELS = {"email": "transports.email.EmailChannel"}
     settings.MAILERS = {"default": {"OPTIONS": {"timeout": timeout}}}
     assert ("notifications.E001" in check_ids(settings)) is fails
 
@@ -163,7 +158,7 @@ def test_the_first_retry_must_come_after_the_tick(settings):
 
 
 def test_a_channel_that_cannot_be_loaded_is_a_start_up_error(settings):
-    settings.DELIVERY_CHANNELS = {"email": "notifications.channels.nowhere.Channel"}
+    settings.DELIVERY_CHANNELS = {"email": "transports.nowhere.Channel"}
     assert check_ids(settings) == ["notifications.E003"]
 
 

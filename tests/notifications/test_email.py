@@ -9,10 +9,10 @@ import time
 import pytest
 
 from notifications import worker
-from notifications.channels.email import sender_of
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, SkipReason, Status
 from tests.smtp import SilentServer
+from transports.email import sender_of
 
 
 def queue_email(django_user_model, address: str, *, name: str = "Ada") -> int:

@@ -9,12 +9,12 @@ from datetime import timedelta
 
 import pytest
 
-from notifications import channels
-from notifications.channels import email as email_channel
+import transports as channels
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, Status
 from notifications.worker import Worker
 from tests.smtp import SMTPServer, self_signed_certificate
+from transports import email as email_channel
 
 
 def queue_emails(django_user_model, count: int, *, start: int = 0) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import email
 import email.policy
 
-from notifications.channels import email as channel
+from transports import email as channel
 
 
 def subject_read_back(subject: str) -> str:

@@ -3,9 +3,11 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from notifications import catalogue, worker
+from notifications import worker
 from notifications.enqueue import add_channels, send_notification
-from notifications.models import Notification, NotificationDelivery, Recipient
+from notifications.models import Notification, NotificationDelivery
+from recipients import catalogue
+from recipients.models import Recipient
 from tests.helpers import notify
 from tests.notifications.channels import RecordingChannel
 

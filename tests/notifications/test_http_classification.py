@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from notifications.channels import http
-from notifications.channels.http import Peer
+from transports import http
+from transports.http import Peer
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 TOKEN = "123456:AAE-secret-token_value"

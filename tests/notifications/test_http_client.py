@@ -13,9 +13,9 @@ from datetime import timedelta
 
 import pytest
 
-from notifications.channels import http, netguard
 from tests.httppeers import Behaviour, HTTPPeer, TricklingServer, tls_server_context
 from tests.smtp import free_port
+from transports import http, netguard
 
 DEADLINE = 1.0
 # The deadline plus what closing a socket and a busy machine may add.

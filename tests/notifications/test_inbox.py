@@ -14,16 +14,12 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from notifications import inbox, preferences, worker
+from notifications import inbox, worker
 from notifications.enqueue import send_notification
 from notifications.inbox import UNREAD_CAP, BadCursor, Cursor
-from notifications.models import (
-    Cadence,
-    ChannelAddress,
-    DigestChoice,
-    Notification,
-    Recipient,
-)
+from notifications.models import Notification
+from recipients import preferences
+from recipients.models import Cadence, ChannelAddress, DigestChoice, Recipient
 from tests.dbclock import database_clock_at
 from tests.helpers import notify
 

@@ -272,8 +272,8 @@ def test_a_loop_inside_a_long_batch_still_counts_as_running(client, metrics_on):
 
 @pytest.mark.django_db
 def test_skipped_rows_are_counted_per_channel_and_reason(client, metrics_on, user):
-    from notifications import preferences
     from notifications.enqueue import send_notification
+    from recipients import preferences
 
     preferences.choose(user, choices={("account", "email"): False})
     for _ in range(2):

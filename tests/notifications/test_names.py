@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.helpers import BASE_DIR
 
 # The site's packages (bench/ and tests/ are programs of their own).
-PACKAGES = ("core", "notifications", "showcases", "v10r")
+PACKAGES = ("core", "transports", "recipients", "notifications", "showcases", "v10r")
 # Names Django itself asks every such module to use.
 DJANGO_NAMES = {"Command", "DatabaseWrapper", "Migration"}
 # The kinds of message django.core.checks reports.

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from notifications.channels import http, netguard
 from tests.httppeers import HTTPPeer
+from transports import http, netguard
 
 PUBLIC = "93.184.215.14"
 

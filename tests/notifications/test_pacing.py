@@ -10,14 +10,14 @@ import pytest
 from django.db import connection
 
 from notifications import checks, pacing
-from notifications.channels import http
-from notifications.channels.base import Pace
-from notifications.channels.discord import DiscordChannel
-from notifications.channels.email import EmailChannel
-from notifications.channels.telegram import TelegramChannel
 from notifications.models import ProviderRate
 from tests.helpers import next_slot
 from tests.v10r.test_settings import read_settings
+from transports import http
+from transports.base import Pace
+from transports.discord import DiscordChannel
+from transports.email import EmailChannel
+from transports.telegram import TelegramChannel
 from v10r.environment import SettingError
 
 

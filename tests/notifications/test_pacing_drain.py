@@ -10,9 +10,10 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from notifications import channels, pacing, worker
-from notifications.channels.base import ChannelError, Outgoing, SendResult
-from notifications.models import ChannelAddress, NotificationDelivery, ProviderRate, Status
+import transports as channels
+from notifications import pacing, worker
+from notifications.models import NotificationDelivery, ProviderRate, Status
+from recipients.models import ChannelAddress
 from tests.helpers import (
     counts,
     database_clock,
@@ -23,8 +24,9 @@ from tests.helpers import (
     start_drain,
     stop,
 )
-from tests.notifications.channels import Recorder
 from tests.ratepeer import RateLimitedTelegram
+from tests.notifications.channels import Recorder
+from transports.base import ChannelError, Outgoing, SendResult
 
 TOKEN = "123456:pacing-token"
 SHIPPED_LATE = pacing.LATE  # before the paced fixture widens it

@@ -1,4 +1,4 @@
-"""notifications.preferences: what choose() stores and refuses, on real PostgreSQL, with two
+"""recipients.preferences: what choose() stores and refuses, on real PostgreSQL, with two
 saves of one user at once on two connections."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from notifications import preferences
-from notifications.models import ChannelAddress
+from recipients import preferences
+from recipients.models import ChannelAddress
 from tests.helpers import backend_pid, poll, waits_for_a_lock
 
 

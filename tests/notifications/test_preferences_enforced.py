@@ -12,16 +12,12 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from notifications import channels, outbox, preferences, worker
+import transports as channels
+from notifications import outbox, worker
 from notifications.enqueue import Enqueued, add_channels, send_notification
-from notifications.models import (
-    ChannelAddress,
-    ChannelPreference,
-    Notification,
-    NotificationDelivery,
-    Recipient,
-    Status,
-)
+from notifications.models import Notification, NotificationDelivery, Status
+from recipients import preferences
+from recipients.models import ChannelAddress, ChannelPreference, Recipient
 from tests.dbclock import database_clock_at
 from tests.httppeers import TelegramPeer
 

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from notifications import quiet
+from recipients import quiet
 from tests.dbclock import database_clock_at
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +126,7 @@ def test_a_due_time_already_past_means_now():
 
 
 def test_an_unknown_zone_stored_anyway_is_read_as_utc_and_logged(caplog):
-    caplog.set_level(logging.WARNING, logger="notifications.quiet")
+    caplog.set_level(logging.WARNING, logger="recipients.quiet")
     due = datetime(2026, 6, 1, 23, tzinfo=UTC)
     assert quiet.held_until(time_zone="Mars/Olympus", due=due, **NIGHT) == datetime(
         2026, 6, 2, 7, tzinfo=UTC

@@ -165,7 +165,7 @@ def test_every_skip_locked_in_the_project_has_a_case_above():
     # A new statement that skips locked rows belongs in CASES, where its skipping is shown.
     sources = [
         path
-        for package in ("core", "notifications", "showcases", "v10r")
+        for package in ("core", "transports", "recipients", "notifications", "showcases", "v10r")
         for path in (BASE_DIR / package).rglob("*.py")
         if "migrations" not in path.parts
     ]

@@ -13,8 +13,8 @@ import hmac
 import pytest
 
 from notifications import metrics
-from notifications.channels import signing
 from tests.httppeers import spec_verify
+from transports import signing
 
 REAL_COMPARE = hmac.compare_digest
 CRON_SECRET = "c" * 40

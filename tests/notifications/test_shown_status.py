@@ -228,7 +228,7 @@ DEFINED_IN = {Path("notifications/models.py")}
 
 
 def sources() -> list[Path]:
-    folders = ("notifications", "showcases", "core", "v10r")
+    folders = ("notifications", "recipients", "transports", "showcases", "core", "v10r")
     return [
         path.relative_to(BASE_DIR)
         for folder in folders

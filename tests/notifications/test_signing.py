@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from notifications.channels import signing
 from tests.httppeers import spec_signature, spec_verify
+from transports import signing
 
 # The specification's own example secret, and a second one for rotation.
 OLD = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -9,8 +9,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from notifications import subscriptions
-from notifications.models import WEBPUSH, ChannelAddress, PushSubscription
+from recipients import push as subscriptions
+from recipients.models import WEBPUSH, ChannelAddress, PushSubscription
 from tests.helpers import backend_pid, poll, waits_for_a_lock
 
 pytestmark = pytest.mark.django_db

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from notifications.channels import http
-from notifications.channels.base import Outgoing
-from notifications.channels.telegram import TEXT_LIMIT, TelegramChannel, message_text
 from tests.helpers import make_outgoing
 from tests.httppeers import Behaviour, BotCase, TelegramPeer, bot_fixtures
+from transports import http
+from transports.base import Outgoing
+from transports.telegram import TEXT_LIMIT, TelegramChannel, message_text
 
 TOKEN = "123456:AAE-test_token-0123456789abcdef"
 

@@ -13,12 +13,14 @@ from django.core import signing
 from django.test import Client
 
 from accounts import unsubscribe as page
-from notifications import preferences, worker
-from notifications import unsubscribe as tokens
-from notifications.channels.email import EmailChannel
+from notifications import worker
 from notifications.enqueue import send_notification
-from notifications.models import ChannelPreference, NotificationDelivery, SkipReason, Status
+from notifications.models import NotificationDelivery, SkipReason, Status
+from recipients import preferences
+from recipients import tokens as tokens
+from recipients.models import ChannelPreference
 from tests.helpers import make_outgoing
+from transports.email import EmailChannel
 
 ONE_CLICK = "List-Unsubscribe=One-Click"
 FORM = "application/x-www-form-urlencoded"

@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from notifications.channels import signing
-from notifications.channels.base import ChannelError, Outgoing
-from notifications.channels.webhook import WebhookChannel
 from tests.httppeers import Behaviour, WebhookReceiver, check_one_connection_until_closed
+from transports import signing
+from transports.base import ChannelError, Outgoing
+from transports.webhook import WebhookChannel
 
 SECRET = "whsec_" + base64.b64encode(b"a webhook key of thirty-two byte").decode()
 NEXT = "whsec_" + base64.b64encode(b"the key that replaces it, 32 byt").decode()

@@ -14,13 +14,17 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+import transports as channels
 from core import vapid
-from notifications import catalogue, channels, enqueue, subscriptions
-from notifications.channels import webpush
-from notifications.models import ChannelAddress, NotificationDelivery, PushSubscription, Recipient
+from notifications import enqueue
+from notifications.models import NotificationDelivery
+from recipients import catalogue
+from recipients import push as subscriptions
+from recipients.models import ChannelAddress, PushSubscription, Recipient
 from tests.helpers import make_outgoing, notify, python
 from tests.pushpeer import PushPeer, decrypt
 from tests.v10r.test_settings import read_settings
+from transports import webpush
 
 SUBJECT = "mailto:ops@example.com"
 
@@ -278,7 +282,7 @@ def test_without_keys_the_check_warns_and_pushes_fail_permanently(
 ):
     settings.WEBPUSH_VAPID_PUBLIC_KEY = settings.WEBPUSH_VAPID_PRIVATE_KEY = ""
     channels._load.cache_clear()
-    (warning,) = [m for m in checks.run_checks() if m.id == "notifications.W010"]
+    (warning,) = [m for m in checks.run_checks() if m.id == "transports.W010"]
     assert "WEBPUSH_VAPID_PRIVATE_KEY" in warning.msg
     device(user, wired, "phone")
     notify(user, channels=["webpush"])

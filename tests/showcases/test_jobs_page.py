@@ -293,7 +293,7 @@ def test_a_host_without_a_platforms_or_a_containers_marks_is_a_machine_not_a_con
 def test_a_signed_in_reader_sees_the_runs_in_their_zone_and_is_told_which(
     client, django_user_model
 ):
-    from notifications.models import Recipient
+    from recipients.models import Recipient
 
     reader = django_user_model.objects.create_user("ada")
     Recipient.objects.create(user=reader, time_zone="Asia/Tokyo")

@@ -10,7 +10,7 @@ import pytest
 from django.apps import apps
 from django.core.management import CommandError, get_commands, load_command_class
 
-PROJECT_APPS = {"v10r", "notifications", "showcases", "pwa", "jobs"}
+PROJECT_APPS = {"v10r", "notifications", "recipients", "transports", "showcases", "pwa", "jobs"}
 REFUSED = ["inf", "-inf", "nan", "-1", "1e12"]
 
 

@@ -74,7 +74,7 @@ def test_make_run_serves_on_the_ports_given_and_prints_each_warning_once():
         reader.join(timeout=10)
     output = "".join(lines)
     for channel in ("telegram", "discord"):
-        warning = f"(notifications.W001) The {channel} channel is configured"
+        warning = f"(transports.W001) The {channel} channel is configured"
         assert output.count(warning) == 1, output
 
 

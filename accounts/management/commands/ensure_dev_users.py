@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 PASSWORD = "v10r-dev-user"
 # One reader per language, so a reset email in each can be tried: (username, name, language).

@@ -25,9 +25,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from notifications.channels import netguard
-from notifications.channels.http import HttpChannelError, resolve_within
-from notifications.models import WEBPUSH, ChannelAddress, PushSubscription
+from recipients.models import WEBPUSH, ChannelAddress, PushSubscription
+from transports import netguard
+from transports.http import HttpChannelError, resolve_within
 
 # As many browsers as a person plausibly uses, and few enough that one account cannot make
 # every notification fan out into thousands of pushes.

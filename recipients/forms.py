@@ -2,42 +2,32 @@
 channel (checked as the drain would check it), the grid of what each category reaches on each
 channel, how often each category comes (as it happens or a digest), the quiet window and the
 time zone. accounts/ (the preference centre) and
-notifications/admin/ both build on them, so a rule is written once.
+recipients/admin/ both build on them, so a rule is written once.
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.dates import WEEKDAYS
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from notifications import preferences
-from notifications.channels import netguard, signing
-from notifications.channels.discord import _SNOWFLAKE
-from notifications.channels.telegram import _CHAT_ID
-from notifications.digests import Digest
-from notifications.models import INAPP, WEBPUSH, Cadence, ChannelAddress, WebhookSecret
-
-# What people call each channel; a channel not named here is shown by its name.
-CHANNEL_LABELS = {
-    "email": _("Email"),
-    "telegram": _("Telegram"),
-    "discord": _("Discord"),
-    "webhook": _("Webhook"),
-    WEBPUSH: _("Browser push"),
-    INAPP: _("Inbox on this site"),
-}
+import transports as channels
+from recipients import preferences
+from recipients.models import Cadence, ChannelAddress, WebhookSecret
+from recipients.windows import Digest
+from transports import signing
+from transports.base import AddressSource
 
 
 def channel_label(name: str) -> str:
-    return str(CHANNEL_LABELS.get(name, name))
+    """What people call the channel configured as name (Channel.label), or its name."""
+    channel = channels.get(name)
+    return channel.shown_label if channel is not None else name
 
 
 def choice_field_name(category: str, channel: str) -> str:
@@ -240,7 +230,10 @@ def clean_time_zone(value: str) -> str:
 def give_webhook_secret(address: ChannelAddress) -> str | None:
     """Make the signing secret of a webhook address that has none, and return it (to be shown
     once); None when it has one. A webhook is only ever sent signed (WEBHOOK_NO_SECRET)."""
-    if address.channel != "webhook" or WebhookSecret.objects.filter(address=address).exists():
+    channel = channels.get(address.channel)
+    if channel is None or not channel.signed_with_secret:
+        return None
+    if WebhookSecret.objects.filter(address=address).exists():
         return None
     secret = signing.new_secret()
     WebhookSecret.objects.create(address=address, secret=secret)
@@ -256,31 +249,38 @@ class ChannelAddressForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        choices = [(n, n) for n in settings.DELIVERY_CHANNELS if n not in {"email", "demo"}]
-        self.fields["channel"].choices = choices
+        # The channels whose addresses are ChannelAddress rows: not email (the account's),
+        # not the inbox (the account itself), not one that needs none.
+        self.fields["channel"].choices = [
+            (name, channel.shown_label)
+            for name, channel in channels.configured().items()
+            if channel.address_source == AddressSource.CHANNEL_ADDRESS
+        ]
 
     def clean(self):
         data = super().clean()
         channel, address = data.get("channel"), (data.get("address") or "").strip()
-        if channel == "telegram" and not _CHAT_ID.fullmatch(address):
-            self.add_error("address", _("A Telegram chat id is a number, or @ and a name."))
-        elif channel == "discord" and not _SNOWFLAKE.fullmatch(address):
-            self.add_error("address", _("A Discord user id is a number of up to 20 digits."))
-        elif channel == "webhook" and address and not self.has_error("address"):
-            # An empty or over-long address already has the field's own error.
-            self.check_webhook(address)
-        elif channel == WEBPUSH and self.typed_subscription(channel=channel, address=address):
-            self.add_error(
-                "address",
-                _(
-                    "A push subscription is made by the browser that receives it, on the "
-                    "preference centre: one can be switched off here, not typed in."
-                ),
-            )
+        kind = channels.get(channel) if channel else None
+        if kind is not None and not kind.typed_address:
+            if self.typed_subscription(channel=channel, address=address):
+                self.add_error(
+                    "address",
+                    _(
+                        "A push subscription is made by the browser that receives it, on the "
+                        "preference centre: one can be switched off here, not typed in."
+                    ),
+                )
+        elif kind is not None and address and not self.has_error("address"):
+            # An empty or over-long address already has the field's own error. The channel
+            # refuses what its sends would refuse (a bot's id pattern, the webhook's netguard).
+            try:
+                address = kind.clean_address(address)
+            except ValidationError as exc:
+                self.add_error("address", exc)
         data["address"] = address
         user, active = data.get("user"), data.get("is_active")
         # A user has a push subscription on each browser: only the other channels are one.
-        one_only = channel != WEBPUSH
+        one_only = kind is None or not kind.several_addresses
         if (
             user
             and channel
@@ -312,24 +312,6 @@ class ChannelAddressForm(forms.ModelForm):
     def other_active(self, *, user, channel: str) -> bool:
         others = ChannelAddress.objects.filter(user=user, channel=channel, is_active=True)
         return others.exclude(pk=self.instance.pk).exists()
-
-    def check_webhook(self, url: str) -> None:
-        """Refuse what the drain would refuse, for the same reasons: an http(s) URL whose host
-        resolves to public addresses only (loopback too where the drain may reach it)."""
-        try:
-            destination = netguard.parse_url(url)
-            netguard.resolve(
-                destination.host,
-                destination.port,
-                allow_loopback=settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK,
-            )
-        except netguard.Refused as exc:
-            self.add_error("address", exc.translated())
-        except socket.gaierror:
-            self.add_error(
-                "address",
-                _("%(host)s does not resolve: check the name.") % {"host": destination.host},
-            )
 
     def validate_constraints(self):
         if not self.one_active_refused:  # already said, in words (clean)

@@ -13,8 +13,18 @@ import socket
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from notifications.channels import http, netguard, signing
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from transports import http, netguard, signing
+from transports.base import (
+    AddressSource,
+    Channel,
+    ChannelError,
+    Outgoing,
+    QuietHours,
+    SendResult,
+)
 
 
 class WebhookChannel(Channel):
@@ -26,7 +36,32 @@ class WebhookChannel(Channel):
     """
 
     name = "webhook"
+    label = _("Webhook")
     address_source = AddressSource.CHANNEL_ADDRESS
+    # A machine's endpoint: nobody is woken by it.
+    quiet_hours = QuietHours.NEVER
+    signed_with_secret = True
+    address_label = _("Webhook URL")
+    address_input_mode = "url"
+    address_help = _(
+        "An http(s) address on the public internet. Every request is signed with a "
+        "secret shown once, when the address is first saved."
+    )
+
+    def clean_address(self, address: str) -> str:
+        """Refuse what a send would refuse, for the same reasons: an http(s) URL whose host
+        resolves to public addresses only (loopback too where sends may reach it)."""
+        address = super().clean_address(address)
+        try:
+            destination = netguard.parse_url(address)
+            self.client.guard.resolve(destination.host, destination.port)
+        except netguard.Refused as exc:
+            raise ValidationError(exc.translated()) from exc
+        except socket.gaierror as exc:
+            raise ValidationError(
+                _("%(host)s does not resolve: check the name.") % {"host": destination.host}
+            ) from exc
+        return address
 
     def __init__(
         self,

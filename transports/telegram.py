@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from html import escape
 
-from notifications.channels import http
-from notifications.channels.base import Outgoing
-from notifications.channels.bots import BotChannel
+from django.utils.translation import gettext_lazy as _
+
+from transports import http
+from transports.base import Outgoing
+from transports.bots import BotChannel
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 # sendMessage's limit on a message's text, after entity parsing.
@@ -23,6 +25,11 @@ _CHAT_ID = re.compile(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31}")
 
 class TelegramChannel(BotChannel):
     name = "telegram"
+    label = _("Telegram")
+    address_label = _("Telegram chat id")
+    address_help = _("A number, or @ and a name; your chat with the site’s bot has one.")
+    address_error = _("A Telegram chat id is a number, or @ and a name.")
+    required_settings = ("TELEGRAM_BOT_TOKEN",)
     title = "Telegram"
     peer = http.Peer.TELEGRAM
     default_base_url = DEFAULT_BASE_URL

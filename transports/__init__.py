@@ -7,7 +7,7 @@ from functools import cache
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from notifications.channels.base import Channel
+from transports.base import Channel
 
 
 @cache

@@ -13,10 +13,12 @@ import hashlib
 import json
 import re
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from notifications.channels import http
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from django.core.exceptions import ValidationError
+
+from transports import http
+from transports.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
 
 
 class BotChannel(Channel):
@@ -32,6 +34,14 @@ class BotChannel(Channel):
     address_pattern: ClassVar[re.Pattern]  # a whole address, once stripped
     address_kind: ClassVar[str]  # what an address is, for the error when it is not one
     identity_path: ClassVar[str]  # the endpoint that says who the bot is
+    # What a person who typed an address that is not one reads (translated).
+    address_error: ClassVar[Any]
+
+    def clean_address(self, address: str) -> str:
+        address = (address or "").strip()
+        if not self.address_pattern.fullmatch(address):
+            raise ValidationError(self.address_error)
+        return address
 
     def __init__(
         self,

@@ -13,12 +13,14 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_noop, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from notifications import channels, deactivation
-from notifications.admin.wording import Worded
-from notifications.channels import signing
-from notifications.channels.base import ChannelError
-from notifications.forms import ChannelAddressForm
-from notifications.models import ChannelAddress, DatabaseNow, WebhookSecret
+import transports as channels
+from core.admin_wording import Worded
+from core.database import DatabaseNow
+from recipients import deactivation
+from recipients.forms import ChannelAddressForm
+from recipients.models import ChannelAddress, WebhookSecret
+from transports import signing
+from transports.base import ChannelError
 
 # Stored as a message id, translated when the history is read (object_history.html).
 ROTATED = gettext_noop("Rotated the webhook secret.")
@@ -82,7 +84,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         probe = path(
             "probe/<str:name>/",
             self.admin_site.admin_view(self.probe_view),
-            name="notifications_channel_probe",
+            name="recipients_channel_probe",
         )
         return [probe, *super().get_urls()]
 
@@ -115,7 +117,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         return HttpResponseRedirect(reverse("admin:index"))
 
     def has_probe_permission(self, request) -> bool:
-        return request.user.has_perm("notifications.probe_channel")
+        return request.user.has_perm("recipients.probe_channel")
 
     def has_add_permission(self, request, obj=None):
         return admin.ModelAdmin.has_add_permission(self, request)

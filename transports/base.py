@@ -1,4 +1,10 @@
-"""What every channel is: a send that returns the provider's id or raises a ChannelError."""
+"""What every channel is: a class that says everything about itself (its label, whether
+recipients choose it, whether quiet hours hold it, what its address looks like, the settings it
+needs) and a send that returns the provider's id or raises a ChannelError.
+
+This package imports neither the engine (notifications) nor the recipients' rules: what a send
+needs from them (an unsubscribe link, whether a message is a digest) reaches it on Outgoing.
+See docs/channels.md for adding a channel of your own."""
 
 from __future__ import annotations
 
@@ -10,6 +16,9 @@ from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
 
 
 class AddressSource(StrEnum):
@@ -18,7 +27,18 @@ class AddressSource(StrEnum):
     EMAIL = "email"  # the auth user's email
     CHANNEL_ADDRESS = "channel_address"  # the user's active ChannelAddress for the channel
     ACCOUNT = "account"  # the user's account itself: every user has one (the inbox)
-    NONE = "none"  # nowhere: the channel needs no address (the demo)
+    NONE = "none"  # nowhere: the channel needs no address (the showcase's demo)
+
+
+class QuietHours(StrEnum):
+    """Whether a recipient's quiet hours hold a channel's sends."""
+
+    # It interrupts (a phone buzzes, a browser pops up): quiet hours always hold it.
+    ALWAYS = "always"
+    # It waits to be read (an email in an inbox): held only when the recipient asks.
+    WHEN_ASKED = "when_asked"
+    # Nobody is woken by it (a machine's endpoint, the site's own inbox): never held.
+    NEVER = "never"
 
 
 # Outgoing and SendResult are named tuples, not frozen dataclasses: a drain makes one of each
@@ -51,12 +71,20 @@ class Outgoing(NamedTuple):
     # (Channel.several_addresses: web push, one subscription a device); address and secrets
     # are then the first's.
     targets: tuple[Target, ...] = ()
+    # Whether it is a digest's carrier (its notification gathers others), for a channel that
+    # treats one differently from a single message (the inbox lists each item).
+    digest: bool = False
+    # Of a channel that offers_unsubscribe, when the recipient may stop this message's
+    # category: the category's label in the message's language, and the signed one-click
+    # link ("" when the site has no SITE_ORIGIN to make it on). Both "" otherwise.
+    category_label: str = ""
+    unsubscribe_url: str = ""
 
     def __repr__(self) -> str:
         shown = ", ".join(
             f"{name}={value!r}"
             for name, value in zip(self._fields, self, strict=True)
-            if name != "secrets"
+            if name not in {"secrets", "unsubscribe_url"}
         )
         return f"Outgoing({shown})"
 
@@ -122,9 +150,37 @@ class Channel:
     """A way to reach a recipient. Subclasses set name and address_source and define send."""
 
     name: ClassVar[str]
+    # What recipients and staff call it (translated); "" shows its name.
+    label: ClassVar[Any] = ""
+    # Whether recipients choose, category by category, what reaches them on it (the
+    # preference centre, an email's unsubscribe link). Not a channel a site keeps to itself.
+    choosable: ClassVar[bool] = True
+    # Whether quiet hours hold it. The safe default: a new channel interrupts.
+    quiet_hours: ClassVar[QuietHours] = QuietHours.ALWAYS
+    # Whether a delivery of it that dies (its budget spent on a fault that may pass) is one a
+    # person should look at: Needs attention lists it, /metrics counts it.
+    needs_attention: ClassVar[bool] = True
+    # Whether its message carries a one-click way to stop its category (RFC 8058's
+    # List-Unsubscribe): the drain then puts the link on Outgoing.
+    offers_unsubscribe: ClassVar[bool] = False
     # Where the recipient's address comes from: the auth user's email, the user's
     # ChannelAddress for this channel, or nowhere (a channel that needs no recipient).
     address_source: ClassVar[AddressSource] = AddressSource.CHANNEL_ADDRESS
+    # Of a ChannelAddress channel: whether a person types the address (a chat id, a URL),
+    # on the preference centre or in the admin. Not a browser's push subscription, which the
+    # browser makes.
+    typed_address: ClassVar[bool] = True
+    # What the address field is called ("": what the channel is called), and the help under it.
+    address_label: ClassVar[Any] = ""
+    address_help: ClassVar[Any] = ""
+    # The HTML inputmode of that field ("url", "numeric"), "" for plain text.
+    address_input_mode: ClassVar[str] = ""
+    # Whether each address has signing secrets of its own (WebhookSecret), made when the
+    # address is first saved and shown once: a webhook endpoint's.
+    signed_with_secret: ClassVar[bool] = False
+    # The settings it cannot send without: `manage.py check` warns of each one unset or
+    # empty, naming the channel (a bot's token).
+    required_settings: ClassVar[tuple[str, ...]] = ()
     # Whether sends carry the rendered message (a channel that only counts does not need it).
     renders: ClassVar[bool] = True
     # Whether a send finishes at once, without waiting on anything outside the process (a
@@ -134,6 +190,35 @@ class Channel:
     # Whether a send goes to every active address of the user (Outgoing.targets) rather than
     # to the one a channel allows.
     several_addresses: ClassVar[bool] = False
+
+    @property
+    def shown_label(self) -> str:
+        """What people call it: its label, or its name when it has none."""
+        return str(self.label) if self.label else self.name
+
+    def clean_address(self, address: str) -> str:
+        """address as it is stored, or ValidationError saying what is wrong with it, in the
+        words of the person who typed it. Run by the preference centre and the admin alike;
+        the default takes any non-empty text."""
+        address = (address or "").strip()
+        if not address:
+            raise ValidationError(_("Enter an address."))
+        return address
+
+    def check(self) -> list[checks.CheckMessage]:
+        """What `manage.py check` says of this channel's settings: by default, a warning for
+        each of required_settings unset or empty, naming the channel."""
+        return [
+            checks.Warning(
+                f"The {self.name} channel is configured but {name} is not set: every "
+                f"{self.name} delivery will fail permanently.",
+                hint=f"Set {name}, or leave the {self.name} channel out of DELIVERY_CHANNELS.",
+                obj=type(self),
+                id="transports.W001",
+            )
+            for name in self.required_settings
+            if not getattr(settings, name, "")
+        ]
 
     @property
     def worst_case(self) -> timedelta:

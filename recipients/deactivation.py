@@ -13,7 +13,7 @@ import re
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-# Every code a channel switches an address off with (a test walks notifications/channels for
+# Every code a channel switches an address off with (a test walks transports for
 # deactivate_address=True and finds each here).
 SENTENCES = {
     "BOT_BLOCKED": _(

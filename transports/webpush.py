@@ -24,10 +24,12 @@ from urllib.parse import urlsplit
 import http_ece
 import py_vapid
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.core import checks
+from django.utils.translation import gettext_lazy as _
 
 from core import vapid
-from notifications.channels import http, netguard
-from notifications.channels.base import (
+from transports import http, netguard
+from transports.base import (
     AddressSource,
     Channel,
     ChannelError,
@@ -66,8 +68,27 @@ class WebPushChannel(Channel):
     socket.getaddrinfo, for tests."""
 
     name = "webpush"
+    label = _("Browser push")
     address_source = AddressSource.CHANNEL_ADDRESS
     several_addresses = True
+    # A subscription is made by the browser that receives it, with its keys: never typed.
+    typed_address = False
+    address_label = _("Push endpoint")
+
+    def check(self) -> list[checks.CheckMessage]:
+        if self.public_key and self.signer is not None:
+            return []
+        return [
+            checks.Warning(
+                "The webpush channel is configured but WEBPUSH_VAPID_PUBLIC_KEY and "
+                "WEBPUSH_VAPID_PRIVATE_KEY are not set: every webpush delivery will fail "
+                "permanently (WEBPUSH_NO_KEYS).",
+                hint="Run `manage.py vapid_keys --subject mailto:…` and set the lines it prints, "
+                "or leave webpush out of the channels this site runs.",
+                obj=type(self),
+                id="transports.W010",
+            )
+        ]
 
     def __init__(
         self,

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
-from notifications.channels import http
-from notifications.channels.base import Outgoing
-from notifications.channels.bots import BotChannel
+from django.utils.translation import gettext_lazy as _
+
+from transports import http
+from transports.base import Outgoing
+from transports.bots import BotChannel
 
 DEFAULT_BASE_URL = "https://discord.com/api/v10"
 # Discord asks bots for a User-Agent of the form "DiscordBot ($url, $version)".
@@ -24,6 +26,11 @@ _SNOWFLAKE = re.compile(r"\d{1,20}")
 
 class DiscordChannel(BotChannel):
     name = "discord"
+    label = _("Discord")
+    address_label = _("Discord user id")
+    address_help = _("A number of up to 20 digits (Discord’s “Copy User ID”).")
+    address_error = _("A Discord user id is a number of up to 20 digits.")
+    required_settings = ("DISCORD_BOT_TOKEN",)
     title = "Discord"
     peer = http.Peer.DISCORD
     default_base_url = DEFAULT_BASE_URL

@@ -16,29 +16,18 @@ from datetime import time
 from types import MappingProxyType
 from typing import NamedTuple
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
-from notifications import channels, digests, outbox, quiet
-from notifications.catalogue import CATEGORIES
-from notifications.channels.base import AddressSource
-from notifications.digests import Digest
-from notifications.models import (
-    DEMO_CHANNEL,
-    WEBPUSH,
-    Cadence,
-    ChannelPreference,
-    DatabaseNow,
-    DigestChoice,
-)
-
-# The channels that interrupt (a phone buzzes, a browser pops up a notification): quiet hours
-# always hold them. Email waits in an inbox, so it is held only when the recipient asks
-# (Recipient.quiet_email).
-INTERRUPTING = frozenset({"telegram", "discord", WEBPUSH})
+import transports as channels
+from core.database import DatabaseNow
+from recipients import quiet
+from recipients.catalogue import CATEGORIES
+from recipients.models import Cadence, ChannelPreference, DigestChoice
+from recipients.windows import Digest
+from transports.base import AddressSource, QuietHours
 
 TIME_ZONE_MAX = 64  # Recipient.time_zone's max_length
 
@@ -87,10 +76,16 @@ class Preferences(NamedTuple):
         return self.digests.get(category)
 
     def holds(self, channel: str) -> bool:
-        """Whether this recipient's quiet hours hold sends on channel."""
+        """Whether this recipient's quiet hours hold sends on channel: always those of a
+        channel that interrupts, those of one that waits to be read (email) when they ask
+        (Recipient.quiet_email), never the others (Channel.quiet_hours)."""
         if self.quiet_start is None:
             return False
-        return channel in INTERRUPTING or (channel == "email" and self.quiet_email)
+        found = channels.get(channel)
+        if found is None:
+            return False
+        kind = found.quiet_hours
+        return kind == QuietHours.ALWAYS or (kind == QuietHours.WHEN_ASKED and self.quiet_email)
 
 
 # Recipients' settings rows (kind 's'), their stored choices ('c'), their digests ('d') and
@@ -161,9 +156,9 @@ def of_each(user_ids: Iterable[int]) -> dict[int, Preferences]:
 
 
 def choosable_channels() -> list[str]:
-    """The channels a recipient chooses between: every channel the site runs but the
-    showcase's demo (sent only to the site's own demo user)."""
-    return [name for name in settings.DELIVERY_CHANNELS if name != DEMO_CHANNEL]
+    """The channels a recipient chooses between: every channel the site runs that says it is
+    chosen (Channel.choosable; not one a site keeps to itself, like the showcase's demo)."""
+    return [name for name, channel in channels.configured().items() if channel.choosable]
 
 
 def typed_address_channels() -> list[str]:
@@ -173,7 +168,8 @@ def typed_address_channels() -> list[str]:
     return [
         name
         for name in choosable_channels()
-        if name != WEBPUSH and channels.get(name).address_source == AddressSource.CHANNEL_ADDRESS
+        if channels.get(name).address_source == AddressSource.CHANNEL_ADDRESS
+        and channels.get(name).typed_address
     ]
 
 
@@ -339,10 +335,11 @@ def validate_time_zone(name: str) -> str:
 
 
 # What a recipient changes applies to what is already queued, whoever saves it (the centre,
-# the admin, an unsubscribe link): the receivers below put back what a change may no longer
-# hold, and each drain reads the choices again when it claims a row (notifications/drain.py),
-# where it skips what is no longer wanted and holds what quiet hours now hold. They run in the
-# saving transaction, so the change and its effect on the queue commit together.
+# the admin, an unsubscribe link): the receiver below bumps their choices' version, and each
+# drain reads the choices again when it claims a row decided under an older one
+# (notifications/drain.py), where it skips what is no longer wanted and holds what quiet
+# hours now hold. It runs in the saving transaction, so the change and its version commit
+# together.
 
 
 # One more version of a recipient's choices (ChoicesVersion). The row stays locked until the
@@ -361,28 +358,9 @@ def bump_version(user_id: int) -> None:
         cursor.execute(BUMP_VERSION_SQL, {"user_id": user_id})
 
 
-def recipient_saved(sender, instance, **kwargs) -> None:
-    """Quiet hours (or the zone they are read in) may have changed: release every row they
-    hold, for the claim to hold again under the new ones."""
+def choices_changed(sender, instance, **kwargs) -> None:
+    """Whatever of a recipient's choices was saved or deleted (their settings, a category on
+    a channel, a digest), the rows decided before are decided again at their claim. The
+    engine's own receivers put back what the change may no longer hold
+    (notifications/choices.py)."""
     bump_version(instance.user_id)
-    outbox.release_held(user_id=instance.user_id)
-
-
-def choice_changed(sender, instance, **kwargs) -> None:
-    """A category turned on or off on a channel."""
-    bump_version(instance.user_id)
-
-
-def digest_saved(sender, instance, **kwargs) -> None:
-    """A digest chosen anew: what its open window gathered is sent by the new window's end,
-    if that comes sooner."""
-    bump_version(instance.user_id)
-    digest = Digest(instance.cadence, instance.hour, instance.weekday)
-    end = digests.window(digest, time_zone=of(instance.user_id).time_zone).end
-    outbox.hasten_carriers(user_id=instance.user_id, category=instance.category, due=end)
-
-
-def digest_dropped(sender, instance, **kwargs) -> None:
-    """The category comes as it happens again: what its open window gathered is sent now."""
-    bump_version(instance.user_id)
-    outbox.hasten_carriers(user_id=instance.user_id, category=instance.category, due=None)

@@ -11,15 +11,30 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from django.utils.translation import gettext_lazy as _
+
 from notifications.models import DEMO_CHANNEL
+from transports.base import (
+    AddressSource,
+    Channel,
+    ChannelError,
+    Outgoing,
+    QuietHours,
+    SendResult,
+)
 
 SEND_SECONDS = 0.8
 
 
 class DemoChannel(Channel):
     name = DEMO_CHANNEL
+    label = _("Showcase demo")
     address_source = AddressSource.NONE
+    # Sent to the site's own demo user, for visitors to watch: nobody chooses it, nobody is
+    # woken by it, and its dead rows died because a visitor asked them to.
+    choosable = False
+    quiet_hours = QuietHours.NEVER
+    needs_attention = False
 
     @property
     def worst_case(self) -> timedelta:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import connection
+from django.utils.translation import gettext_lazy as _
 
-from notifications.channels.base import AddressSource, Channel, Outgoing, SendResult
-from notifications.digests import DIGEST
 from notifications.models import INAPP
+from transports.base import AddressSource, Channel, Outgoing, QuietHours, SendResult
 
 # The notification of one delivery.
 SHOW_SQL = """
@@ -36,7 +36,10 @@ WHERE inbox_at IS NULL
 
 class InAppChannel(Channel):
     name = INAPP
+    label = _("Inbox on this site")
     address_source = AddressSource.ACCOUNT
+    # Nothing buzzes: the inbox waits to be opened.
+    quiet_hours = QuietHours.NEVER
     renders = False
     # One statement on the drain's own connection, on this machine's database.
     local = True
@@ -47,7 +50,7 @@ class InAppChannel(Channel):
         return timedelta(seconds=5)
 
     def send(self, outgoing: Outgoing) -> SendResult:
-        statement = SHOW_ITEMS_SQL if outgoing.message_key == DIGEST else SHOW_SQL
+        statement = SHOW_ITEMS_SQL if outgoing.digest else SHOW_SQL
         with connection.cursor() as cursor:
             cursor.execute(statement, [outgoing.delivery_id])
         return SendResult(provider_message_id=f"inbox-{outgoing.delivery_id}")

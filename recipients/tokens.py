@@ -16,10 +16,17 @@ replayed token does again what it did once: nothing more.
 
 from __future__ import annotations
 
-from django.core import signing
+import functools
+from urllib.parse import quote
 
-from notifications import preferences
-from notifications.catalogue import CATEGORIES
+from django.conf import settings
+from django.core import signing
+from django.urls import reverse
+from django.utils import translation
+
+from core.origins import ascii_origin
+from recipients import preferences
+from recipients.catalogue import CATEGORIES
 
 SALT = "notifications.unsubscribe"
 # Its own separator: a dot needs no escaping in a URL, and the value's parts never hold one.
@@ -77,3 +84,41 @@ def _refuse_names(*, category: str, channel: str, error: type[Exception]) -> Non
         raise error(f"the category {category!r} is required: nobody can unsubscribe from it")
     if channel not in preferences.choosable_channels():
         raise error(f"no unsubscribe link names the channel {channel!r}")
+
+
+# Where the token goes in the path reverse() makes: a NUL, which no URL reverse() makes can
+# hold (it quotes one as %00).
+_TOKEN = "\x00"
+
+
+def offer(*, user_id: int, category: str, channel: str, language: str) -> tuple[str, str] | None:
+    """What a message of category tells its recipient about stopping it, in language: the
+    category's label and the one-click link ("" when SITE_ORIGIN is unset, and no link can
+    be made). None when the recipient may not stop it (a required category, one nobody
+    chooses, a channel nobody chooses). One HMAC; the rest is made once per language."""
+    try:
+        token = make(user_id=user_id, category=category, channel=channel)
+    except ValueError:
+        return None
+    label = _label(category, language)
+    origin = settings.SITE_ORIGIN
+    if not origin:
+        return label, ""
+    head, tail = _link_parts(language=language, origin=origin, urlconf=settings.ROOT_URLCONF)
+    return label, f"{head}{token}{tail}"
+
+
+@functools.lru_cache(maxsize=256)
+def _label(category: str, language: str) -> str:
+    with translation.override(language):
+        return str(CATEGORIES[category].label)
+
+
+@functools.lru_cache(maxsize=64)
+def _link_parts(*, language: str, origin: str, urlconf: str) -> tuple[str, str]:
+    """The unsubscribe link before and after its token, under the language's prefix (the
+    page's), on the origin as a mail header may carry it."""
+    origin = ascii_origin(origin)
+    with translation.override(language):
+        head, tail = reverse("unsubscribe", kwargs={"token": _TOKEN}).split(quote(_TOKEN))
+    return origin + head, tail

@@ -13,8 +13,9 @@ make a duplicate. A connection that breaks during or after DATA is a retryable f
 any other, since the server may have the message.
 
 An email of a category the recipient may turn off carries RFC 8058's one-click unsubscribe
-(List-Unsubscribe and List-Unsubscribe-Post, a link signed by notifications/unsubscribe.py on
-SITE_ORIGIN) and a footer that says how to choose; a required one (security) carries neither.
+(List-Unsubscribe and List-Unsubscribe-Post: the link the drain puts on Outgoing, signed by
+recipients/tokens.py on SITE_ORIGIN) and a footer that says how to choose; a required one
+(security) carries neither.
 See docs/unsubscribe.md.
 """
 
@@ -35,7 +36,6 @@ from email.charset import QP, Charset
 from email.header import Header
 from email.mime.text import MIMEText
 from email.utils import formataddr, formatdate, parseaddr
-from urllib.parse import quote
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -47,10 +47,18 @@ from django.core.validators import validate_email
 from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
-from notifications import catalogue, digests, unsubscribe
-from notifications.channels import deadlines, pools
-from notifications.channels.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from core.origins import ascii_origin
+from transports import deadlines, pools
+from transports.base import (
+    AddressSource,
+    Channel,
+    ChannelError,
+    Outgoing,
+    QuietHours,
+    SendResult,
+)
 
 # Close a connection nobody has used for this long. Servers drop idle clients after a while
 # themselves (RFC 5321 suggests 5 minutes; providers are often quicker); closing first, with
@@ -88,7 +96,11 @@ class EmailChannel(pools.Keeper, Channel):
     """Sends through MAILERS["default"] (SMTP in production; EMAIL_TIMEOUT is its timeout)."""
 
     name = "email"
+    label = gettext_lazy("Email")
     address_source = AddressSource.EMAIL
+    # An email waits in an inbox: quiet hours hold it only when the recipient asks.
+    quiet_hours = QuietHours.WHEN_ASKED
+    offers_unsubscribe = True
     mailer = "default"
     idle_seconds = IDLE_SECONDS
 
@@ -287,72 +299,51 @@ ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
 def _unsubscribing(outgoing: Outgoing) -> tuple[dict[str, str], str]:
-    """The List-Unsubscribe headers and the body's footer for outgoing: none of either for a
-    required category (or a message that names none a recipient chooses); no headers, and a
-    footer without links, when SITE_ORIGIN is unset, since no link can be made without it.
-
-    One HMAC and no query: this runs in a sender thread, for every message. The rest (two
-    reverse() calls and the words, 50 µs) is made once per language and category."""
-    name = _category_name(outgoing)
-    category = catalogue.CATEGORIES.get(name)
-    if category is None or category.required or not category.choosable:
+    """The List-Unsubscribe headers and the body's footer for outgoing: none of either when
+    the recipient may not stop its category (a required one: the drain then gives no
+    category_label); no headers, and a footer without links, when the drain could make no
+    link (the site has no SITE_ORIGIN)."""
+    if not outgoing.category_label:
         return {}, ""
-    origin = settings.SITE_ORIGIN
-    if not origin or outgoing.user_id is None:
+    if not outgoing.unsubscribe_url:
         return {}, _footer_without_links(outgoing.language)
-    try:
-        token = unsubscribe.make(user_id=outgoing.user_id, category=name, channel=outgoing.channel)
-    except ValueError:
-        # A channel recipients do not choose (this class under another name): the email
-        # goes, without a link its page would refuse.
-        return {}, _footer_without_links(outgoing.language)
-    head, tail, before, after = _footer_parts(
+    before, after = _footer_parts(
         language=outgoing.language,
-        category=name,
-        origin=origin,
+        category_label=outgoing.category_label,
+        origin=settings.SITE_ORIGIN,
         urlconf=settings.ROOT_URLCONF,
     )
-    link = f"{head}{token}{tail}"
+    link = outgoing.unsubscribe_url
     headers = {"List-Unsubscribe": f"<{link}>", "List-Unsubscribe-Post": ONE_CLICK}
     return headers, f"{before}{link}{after}"
-
-
-def _category_name(outgoing: Outgoing) -> str:
-    """The category outgoing is of: its message's, or for a digest the one it gathers."""
-    if outgoing.message_key == digests.DIGEST:
-        return outgoing.params.get("category", "")
-    message = catalogue.MESSAGES.get(outgoing.message_key)
-    return message.category if message else ""
 
 
 # "-- " on a line of its own: RFC 3676's signature separator, which mail readers show apart
 # from the message (and leave out of a reply's quote).
 SIGNATURE = "-- \n"
-# Where the token goes in what _footer_parts makes: a NUL, which neither a translation nor a
+# Where the link goes in what _footer_parts makes: a NUL, which neither a translation nor a
 # URL reverse() makes can hold (it quotes one as %00).
-_TOKEN = "\x00"
+_LINK = "\x00"
 
 
 @functools.lru_cache(maxsize=64)
 def _footer_parts(
-    *, language: str, category: str, origin: str, urlconf: str
-) -> tuple[str, str, str, str]:
-    """The unsubscribe link around its token, and the footer around that link, in language:
-    (head, tail, before, after). The links are under the language's prefix, the page's."""
-    origin = _ascii_origin(origin)
+    *, language: str, category_label: str, origin: str, urlconf: str
+) -> tuple[str, str]:
+    """The footer around the unsubscribe link, in language: (before, after). The preference
+    centre's link is under the language's prefix, the page's."""
+    origin = ascii_origin(origin)
     with translation.override(language):
-        path = reverse("unsubscribe", kwargs={"token": _TOKEN})
-        head, tail = path.split(quote(_TOKEN))
         footer = "\n".join(
             (
                 _("Stop “%(category)s” emails: %(link)s")
-                % {"category": catalogue.CATEGORIES[category].label, "link": _TOKEN},
+                % {"category": category_label, "link": _LINK},
                 _("Choose which emails you get: %(link)s")
                 % {"link": origin + reverse("accounts:preferences")},
             )
         )
-    before, after = footer.split(_TOKEN)
-    return origin + head, tail, SIGNATURE + before, after
+    before, after = footer.split(_LINK)
+    return SIGNATURE + before, after
 
 
 @functools.lru_cache(maxsize=8)
@@ -361,16 +352,6 @@ def _footer_without_links(language: str) -> str:
         return SIGNATURE + _(
             "To choose which emails you get, sign in and open your notification settings."
         )
-
-
-@functools.lru_cache(maxsize=4)
-def _ascii_origin(origin: str) -> str:
-    """SITE_ORIGIN as a header may carry it: an internationalised host in its IDNA form."""
-    if origin.isascii():
-        return origin
-    scheme, slashes, rest = origin.partition("://")
-    host, colon, port = rest.partition(":")
-    return f"{scheme}{slashes}{host.encode('idna').decode('ascii')}{colon}{port}"
 
 
 # What would end a header line early: every line break str.splitlines() knows (the email

@@ -46,8 +46,8 @@ from urllib.parse import quote
 import urllib3.exceptions
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
-from notifications.channels import deadlines, netguard, pools
-from notifications.channels.base import ChannelError
+from transports import deadlines, netguard, pools
+from transports.base import ChannelError
 
 # Enough for any reply the channels read (a message id, an error description); a server
 # that sends more is cut off there, and cannot make the worker hold more.

@@ -1,7 +1,7 @@
 """Recipients' settings in the staff console: a user's language, time zone and quiet hours,
 with the grid of what each category reaches on each channel and how often each comes (as it
 happens, or a digest), held to the rules the preference centre keeps
-(notifications/preferences.py: a known IANA zone, a required category left on at least one
+(recipients/preferences.py: a known IANA zone, a required category left on at least one
 channel and never in a digest, a digest with the hour and day it needs, a quiet window of two
 different times or none).
 
@@ -10,7 +10,7 @@ the Recipient row), so they cannot be Django inlines of this admin; the change f
 them as its own fields instead, a box per category and channel and a digest per category,
 which also show the defaults no row stores.
 The rules it shares with the site's own preference centre (accounts/) are in
-notifications/forms.py.
+recipients/forms.py.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from notifications import preferences
-from notifications.admin.wording import Worded
-from notifications.forms import (
+from core.admin_wording import Worded
+from recipients import preferences
+from recipients.forms import (
     add_choice_fields,
     add_digest_fields,
     changed_choices,
@@ -37,7 +37,7 @@ from notifications.forms import (
     describe_digest,
     digest_fields,
 )
-from notifications.models import Recipient
+from recipients.models import Recipient
 
 ALWAYS_AT_ONCE = _("Always sent at once, never in a digest.")
 ON_THEIR_CLOCK = _("A digest's hour is on the recipient's clock, in their time zone.")

@@ -1,0 +1,5 @@
+"""The staff console for recipients: their settings and choices (preferences.py), and their
+channel addresses with webhook secrets, the channels' health and Probe (addresses.py).
+Importing the package registers them with the admin site."""
+
+from recipients.admin import addresses, preferences  # noqa: F401 - registers them
