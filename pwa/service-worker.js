@@ -108,7 +108,7 @@ self.addEventListener("message", (event) => {
   }
 });
 
-// A push from the webpush channel (notifications/channels/): shown, whatever it carries
+// A push from the webpush channel (transports/): shown, whatever it carries
 // (see policy.notificationFor).
 self.addEventListener("push", (event) => {
   const shown = policy.notificationFor(event.data ? event.data.text() : null, {
