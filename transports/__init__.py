@@ -26,3 +26,8 @@ def get(name: str) -> Channel | None:
 
 def configured() -> dict[str, Channel]:
     return {name: _load(path) for name, path in settings.DELIVERY_CHANNELS.items()}
+
+
+def forget_built(**kwargs) -> None:
+    """Build every channel again at its next use (a setting it read may have changed)."""
+    _load.cache_clear()

@@ -212,7 +212,8 @@ class Channel:
             checks.Warning(
                 f"The {self.name} channel is configured but {name} is not set: every "
                 f"{self.name} delivery will fail permanently.",
-                hint=f"Set {name}, or leave the {self.name} channel out of DELIVERY_CHANNELS.",
+                hint=f"Set {name}, or stop running the {self.name} channel: leave it out of "
+                "V10R_CHANNELS (a built-in one) or DELIVERY_CHANNELS (a site's own).",
                 obj=type(self),
                 id="transports.W001",
             )

@@ -6,7 +6,14 @@ import threading
 import time
 from datetime import timedelta
 
-from transports.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from transports.base import (
+    AddressSource,
+    Channel,
+    ChannelError,
+    Outgoing,
+    QuietHours,
+    SendResult,
+)
 
 
 class Recorder(Channel):
@@ -14,6 +21,9 @@ class Recorder(Channel):
     it), thread-safely."""
 
     address_source = AddressSource.NONE
+    # The tests' own channels stand for no one's phone: quiet hours hold them only where a test
+    # says so (a channel's default, ALWAYS, is for channels that reach people).
+    quiet_hours = QuietHours.NEVER
     seen: list = []
     lock = threading.Lock()
 

@@ -16,8 +16,7 @@ from accounts import unsubscribe as page
 from notifications import worker
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, SkipReason, Status
-from recipients import preferences
-from recipients import tokens as tokens
+from recipients import catalogue, preferences, tokens
 from recipients.models import ChannelPreference
 from tests.helpers import make_outgoing
 from transports.email import EmailChannel
@@ -156,6 +155,11 @@ def test_hostile_strings_are_refused_as_tokens(db, token):
 
 
 def send(channel, user, *, message_key: str = "welcome", language: str = "en"):
+    """Send as the drain does: with what the recipients' rules offer for the message's
+    category (its label and one-click link), or nothing for a required one."""
+    category = catalogue.MESSAGES[message_key].category
+    offered = tokens.offer(user_id=user.pk, category=category, channel="email", language=language)
+    label, link = offered or ("", "")
     channel.send(
         make_outgoing(
             channel="email",
@@ -164,6 +168,8 @@ def send(channel, user, *, message_key: str = "welcome", language: str = "en"):
             type=message_key,
             user_id=user.pk,
             language=language,
+            category_label=label,
+            unsubscribe_url=link,
         )
     )
 
