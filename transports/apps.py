@@ -11,8 +11,10 @@ class TransportsConfig(AppConfig):
     def ready(self) -> None:
         from django.core.signals import setting_changed
 
-        from transports import checks  # noqa: F401 - registers the system checks
-        from transports import forget_built
+        from transports import (
+            checks,  # noqa: F401 - registers the system checks
+            forget_built,
+        )
 
         # A channel is built once from the settings it reads; when a test changes a setting,
         # the next use builds it again from the new ones (as Django's own caches are reset).
