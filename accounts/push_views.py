@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from core import ratelimit
 from core.middleware import body_limit
-from recipients import push as subscriptions
+from recipients import subscriptions
 
 # toJSON() of a subscription is about 700 bytes with a long endpoint; 4 KB leaves room and
 # keeps what a hostile client can make the server parse small.

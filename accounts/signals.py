@@ -7,7 +7,7 @@ from django.contrib.auth.signals import user_logged_out
 from django.dispatch import receiver
 
 from accounts.push_views import SESSION_ENDPOINT
-from recipients import push as subscriptions
+from recipients import subscriptions
 
 
 @receiver(user_logged_out, dispatch_uid="accounts.push_off_on_sign_out")

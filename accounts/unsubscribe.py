@@ -22,8 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from core import clients, ratelimit
-from recipients import preferences
-from recipients import tokens as tokens
+from recipients import preferences, tokens
 from recipients.catalogue import CATEGORIES
 
 # Refused tokens a client may send before it is refused for a while: a person who pasted a

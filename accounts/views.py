@@ -33,7 +33,7 @@ from accounts.forms import (
 )
 from accounts.push_views import SESSION_ENDPOINT
 from core import after_response, ratelimit
-from recipients import push as subscriptions
+from recipients import subscriptions
 
 
 class _RefusesWhenThrottled:

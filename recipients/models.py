@@ -57,7 +57,7 @@ class ChannelAddress(models.Model):
                 name="channel_addresses_one_active",
             ),
             # A push endpoint is one browser's: when another user subscribes from it (a shared
-            # computer), the subscription moves to them (recipients/push.py).
+            # computer), the subscription moves to them (recipients/subscriptions.py).
             models.UniqueConstraint(
                 fields=["channel", "address"],
                 condition=Q(is_active=True, channel=WEBPUSH),

@@ -236,7 +236,7 @@ if _vapid_problem := vapid.problem(
 # reach loopback too (still over HTTPS), for tests and local development only. The CA file
 # (PEM) is trusted instead of the system's certificates: a test's own, or a private relay's.
 WEBPUSH_ALLOW_LOOPBACK = environment.boolean("WEBPUSH_ALLOW_LOOPBACK", default=False)
-# The ports a push endpoint may name (recipients/push.py, and again at send): the
+# The ports a push endpoint may name (recipients/subscriptions.py, and again at send): the
 # browsers' push services all listen on 443. A browser's page chooses the endpoint, so any
 # other port is a way to make the drain knock on a service that is not a push service.
 WEBPUSH_ENDPOINT_PORTS = environment.ports("WEBPUSH_ENDPOINT_PORTS", default=(443,))

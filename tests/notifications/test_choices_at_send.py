@@ -16,8 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from notifications import outbox, worker
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, SkipReason, Status
-from recipients import preferences
-from recipients import tokens as tokens
+from recipients import preferences, tokens
 from recipients.models import ChannelAddress, ChannelPreference, DigestChoice, Recipient
 from recipients.windows import Digest
 from tests.dbclock import database_clock_at

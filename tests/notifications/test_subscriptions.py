@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from recipients import push as subscriptions
+from recipients import subscriptions
 from recipients.models import WEBPUSH, ChannelAddress, PushSubscription
 from tests.helpers import backend_pid, poll, waits_for_a_lock
 

@@ -18,8 +18,7 @@ import transports as channels
 from core import vapid
 from notifications import enqueue
 from notifications.models import NotificationDelivery
-from recipients import catalogue
-from recipients import push as subscriptions
+from recipients import catalogue, subscriptions
 from recipients.models import ChannelAddress, PushSubscription, Recipient
 from tests.helpers import make_outgoing, notify, python
 from tests.pushpeer import PushPeer, decrypt
