@@ -133,11 +133,6 @@ MESSAGES: dict[str, Message] = {
 }
 
 
-def category_of(key: str) -> Category:
-    """The category of message key (KeyError for a key the catalogue does not have)."""
-    return CATEGORIES[MESSAGES[key].category]
-
-
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 

@@ -143,12 +143,20 @@ class _Controller(Controller):
 
 
 class SMTPServer:
-    """aiosmtpd on a free loopback port; with tls_context, it insists on STARTTLS."""
+    """aiosmtpd on a free loopback port; with tls_context, it insists on STARTTLS, or with
+    implicit_tls too, speaks TLS from the first byte (port 465's way, EMAIL_USE_SSL)."""
 
-    def __init__(self, *, tls_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, *, tls_context: ssl.SSLContext | None = None, implicit_tls: bool = False
+    ) -> None:
         self.mailbox = Mailbox()
         self.port = free_port()
-        tls = {"tls_context": tls_context, "require_starttls": True} if tls_context else {}
+        if tls_context is None:
+            tls = {}
+        elif implicit_tls:
+            tls = {"ssl_context": tls_context}
+        else:
+            tls = {"tls_context": tls_context, "require_starttls": True}
         self.controller = _Controller(self.mailbox, hostname="127.0.0.1", port=self.port, **tls)
         self.controller.start()
 

@@ -192,7 +192,7 @@ class EmailChannel(pools.Keeper, Channel):
             return True
         reused = backend.connection is not None
         if not reused:
-            _open(backend, deadline)
+            _open(backend, deadline, timeout=self.timeout)
         try:
             _transmit(backend.connection, letter)
         except _Dropped as dropped:
@@ -201,7 +201,7 @@ class EmailChannel(pools.Keeper, Channel):
             # The server closed the connection we kept while it was idle: nothing of this
             # message reached it. Once more, on a new connection, within the same deadline.
             _discard(backend)
-            _open(backend, deadline)
+            _open(backend, deadline, timeout=self.timeout)
             try:
                 _transmit(backend.connection, letter)
             except _Dropped as again:
@@ -441,23 +441,32 @@ def _transmit(connection: smtplib.SMTP, letter: _Letter) -> None:
         raise smtplib.SMTPDataError(code, reply)
 
 
-def _open(backend: SMTPBackend, deadline: _Deadline) -> None:
+def _open(backend: SMTPBackend, deadline: _Deadline, *, timeout: float) -> None:
     """What backend.open() does, inside the deadline: connecting may take at most the time
-    the message has left, and from the greeting on, the watchdog can cut the connection."""
-    options = {"local_hostname": DNS_NAME.get_fqdn()}
+    the message has left, and from the greeting on, the watchdog can cut the connection.
+
+    Not backend.open() itself: it makes and connects the smtplib client in one call, so the
+    greeting is awaited before anything outside it holds the client (the watchdog could not
+    cut a server that greets a byte at a time), with the whole EMAIL_TIMEOUT to connect
+    rather than the time the message has left; and until AUTH is done it keeps the client
+    in a private attribute (_partial_connection). Its one hook, connection_class, is not
+    documented, and overriding it would take a backend subclass named in MAILERS, which a
+    site's settings may not name (whatever else sends Django mail, mail_admins or another
+    app's send_mail, goes through the same entry). So its steps are done here, through
+    smtplib's public API: a client whose connect() the deadline sees (_within_deadline),
+    then STARTTLS and AUTH as Django does them. timeout is each socket operation's: the
+    channel's, which is 10 s where OPTIONS has none (Django would leave the socket
+    blocking).
+    """
+    options = {"local_hostname": DNS_NAME.get_fqdn(), "timeout": timeout}
     if backend.use_ssl:
         options["context"] = backend.ssl_context
-    smtp = backend.connection_class(timeout=backend.timeout, **options)
-    # Made without a host so that it does not connect yet: the watchdog must know it first.
-    # smtplib remembers the host name (STARTTLS checks the certificate against it) only when
-    # its constructor is given one, so it is set here.
-    smtp._host = backend.host
-    deadline.opening = smtp
+    # Given the host, smtplib's constructor connects at once (and remembers the host, which
+    # the certificate is checked against): the deadline learns of the client in connect().
+    smtp_class = _within_deadline(backend.connection_class)
+    smtp = None
     try:
-        smtp.timeout = max(min(backend.timeout, deadline.left()), 0.001)
-        smtp.connect(backend.host, backend.port)
-        smtp.sock.settimeout(backend.timeout)
-        smtp.timeout = backend.timeout
+        smtp = smtp_class(backend.host, backend.port, deadline=deadline, **options)
         deadline.check()
         if backend.use_tls and not backend.use_ssl:
             smtp.starttls(context=backend.ssl_context)
@@ -465,11 +474,51 @@ def _open(backend: SMTPBackend, deadline: _Deadline) -> None:
             smtp.login(backend.username, backend.password)
         deadline.check()
     except BaseException:
-        smtp.close()
+        # A client whose constructor failed is known to the deadline alone.
+        for client in (smtp, deadline.opening):
+            if client is not None:
+                client.close()
         raise
     finally:
         deadline.opening = None
     backend.connection = smtp
+
+
+class _Connecting:
+    """An smtplib client that tells the send's deadline about itself as it connects.
+
+    smtplib's constructor calls connect() when it is given a host, as its documentation
+    says: overriding that public method is the way in between making the client and
+    waiting for its greeting.
+    """
+
+    def __init__(self, *args, deadline: _Deadline, **kwargs) -> None:
+        self.deadline = deadline
+        super().__init__(*args, **kwargs)
+
+    def connect(
+        self, host: str = "localhost", port: int = 0, source_address: tuple[str, int] | None = None
+    ):
+        # The watchdog shuts down the socket as soon as smtplib has one, greeting included.
+        self.deadline.opening = self
+        # Connecting (and, on implicit TLS, the handshake) and the greeting may take only
+        # the time left; every later read and write gets the whole timeout, and the
+        # deadline bounds their sum.
+        timeout = self.timeout
+        self.timeout = max(min(timeout, self.deadline.left()), 0.001)
+        try:
+            return super().connect(host, port, source_address)
+        finally:
+            self.timeout = timeout
+            if self.sock is not None:
+                self.sock.settimeout(timeout)
+
+
+@functools.cache
+def _within_deadline(smtp_class: type[smtplib.SMTP]) -> type[smtplib.SMTP]:
+    """The backend's connection_class (smtplib.SMTP, or SMTP_SSL for implicit TLS), with
+    _Connecting's connect()."""
+    return type(smtp_class.__name__, (_Connecting, smtp_class), {})
 
 
 def _reset(connection: smtplib.SMTP) -> None:

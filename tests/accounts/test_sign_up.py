@@ -65,8 +65,8 @@ def test_a_sign_up_makes_an_inactive_account_and_queues_one_security_email_in_it
     assert Recipient.objects.get(user=user).language == "de"
     [notification] = Notification.objects.all()
     assert (notification.user, notification.type) == (user, "account.confirm_sign_up")
-    assert catalogue.category_of(notification.type).required
     assert catalogue.MESSAGES[notification.type].category == "security"
+    assert catalogue.CATEGORIES["security"].required
     assert notification.message_params["site_name"] == "testserver"
     assert LINK.fullmatch(notification.message_params["url"])
     assert emailed_path(notification).startswith("/de/account/sign-up/")

@@ -117,6 +117,20 @@ def test_a_server_that_never_answers_times_out_within_the_email_timeout(
     assert stored.error_code in {"TIMEOUT", "SMTP_UNAVAILABLE"}
 
 
+def test_a_mailer_without_a_timeout_sends_under_the_channels_own(
+    db, django_user_model, settings, mail_to
+):
+    # Django leaves the socket blocking when OPTIONS has no timeout; the channel's deadline
+    # (and each socket operation) then takes its default of 10 s.
+    mailer = mail_to.mailer(timeout=5)
+    del mailer["OPTIONS"]["timeout"]
+    settings.MAILERS = {"default": mailer}
+    delivery_id = queue_email(django_user_model, "ada@example.com")
+    assert worker.drain_once().sent == 1
+    assert NotificationDelivery.objects.get(pk=delivery_id).status == Status.SENT
+    assert len(mail_to.mailbox.messages) == 1
+
+
 def test_a_server_that_drips_its_replies_is_cut_off_by_the_total_deadline(
     db, django_user_model, settings, mail_to
 ):

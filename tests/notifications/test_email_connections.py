@@ -178,13 +178,25 @@ def test_the_deadline_covers_the_reconnection(
     assert (stored.status, stored.error_code) == (Status.PENDING, "TIMEOUT")
 
 
-@pytest.fixture
-def tls_server(tmp_path):
-    certificate, key = self_signed_certificate(tmp_path)
+def tls_server_for(folder, *, implicit_tls: bool = False) -> SMTPServer:
+    certificate, key = self_signed_certificate(folder)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificate, key)
-    server = SMTPServer(tls_context=context)
+    server = SMTPServer(tls_context=context, implicit_tls=implicit_tls)
     server.certificate = certificate
+    return server
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    server = tls_server_for(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def implicit_tls_server(tmp_path):
+    server = tls_server_for(tmp_path, implicit_tls=True)
     yield server
     server.stop()
 
@@ -214,3 +226,17 @@ def test_a_certificate_nobody_trusts_is_a_retryable_tls_failure(
     assert (stored.status, stored.error_code) == (Status.PENDING, "SMTP_TLS")
     assert "certificate verify failed" in stored.error_message
     assert tls_server.mailbox.messages == []
+
+
+def test_implicit_tls_checks_the_certificate_against_the_host_and_keeps_the_connection(
+    db, django_user_model, settings, implicit_tls_server, loop_worker, monkeypatch
+):
+    # The server speaks nothing but TLS. Its certificate names 127.0.0.1, the host the
+    # client was given: it is checked against that name, which the client must remember
+    # from its constructor (smtplib refuses an empty one before the handshake).
+    monkeypatch.setenv("SSL_CERT_FILE", str(implicit_tls_server.certificate))
+    settings.MAILERS = {"default": implicit_tls_server.mailer(timeout=5, use_ssl=True)}
+    ids = queue_emails(django_user_model, 3)
+    assert loop_worker.drain_once(concurrency=1).sent == 3
+    sent_once(implicit_tls_server, ids)
+    assert len(implicit_tls_server.mailbox.sessions) == 1  # one connection, kept

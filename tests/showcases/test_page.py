@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import re
 import subprocess
 from datetime import timedelta
@@ -448,3 +449,48 @@ def test_the_page_says_a_commit_wakes_the_loop_and_the_tick_is_the_fallback(
     assert wakes in body
     assert status in body
     assert f"<dt>{tick}</dt>" in body
+
+
+def script_sentences(body: str, element_id: str) -> dict:
+    """The sentences a json_script element hands to the page's scripts."""
+    found = re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>', body)
+    assert found, element_id
+    return json.loads(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "failed", "frames", "offline"),
+    [
+        (
+            "",
+            "The worker failed.",
+            {"one": "{count} frame drawn", "other": "{count} frames drawn"},
+            "This browser is offline; “Try it” needs the network.",
+        ),
+        (
+            "/ru",
+            "Воркер не справился.",
+            {
+                "one": "Отрисован {count} кадр",
+                "few": "Отрисовано {count} кадра",
+                "many": "Отрисовано {count} кадров",
+                "other": "Отрисовано {count} кадра",
+            },
+            "Браузер не в сети, а для «Попробовать» нужна сеть.",
+        ),
+        (
+            "/de",
+            "Der Worker ist gescheitert.",
+            {"one": "{count} Frame gezeichnet", "other": "{count} Frames gezeichnet"},
+            "Dieser Browser ist offline; „Ausprobieren“ braucht das Netz.",
+        ),
+    ],
+)
+def test_the_scripts_sentences_reach_the_page_in_its_language(
+    client, prefix, failed, frames, offline
+):
+    body = client.get(prefix + PAGE).content.decode()
+    demo = script_sentences(body, "palette-demo-messages")
+    assert demo["workerFailed"] == failed
+    assert demo["framesDrawn"] == frames
+    assert script_sentences(body, "queue-live-messages")["tryOffline"] == offline

@@ -41,7 +41,7 @@ export class ErrorLine {
 
 // The page's sentence for a lane's failure; the names are the DOMException and Error names the
 // browser's decoders, canvases and file readers throw. text: the page's sentences
-// (views._demo_messages); maxBytes: the server lane's upload limit.
+// (script_words.palette_demo); maxBytes: the server lane's upload limit.
 export function explain(lane, error, { text, maxBytes }) {
   if (error instanceof WorkerFailure) {
     if (error.kind === "timeout") {

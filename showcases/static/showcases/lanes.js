@@ -27,7 +27,7 @@ function legendItem(chipColour, ...content) {
   return item;
 }
 
-// One lane's card (section[data-lane]); text: the page's sentences (views._demo_messages).
+// One lane's card (section[data-lane]); text: the page's sentences (script_words.palette_demo).
 export class Lane {
   constructor(card, text) {
     this.card = card;

@@ -64,7 +64,7 @@ export function count(value) {
 
 const pluralRules = new Intl.PluralRules(language());
 
-// forms: the page's words for each plural category of its language (views._plural_forms),
+// forms: the page's words for each plural category of its language (core/plurals.py),
 // from which the language's own rule picks: "1 кадр", "2 кадра", "5 кадров", "21 кадр".
 export function plural(forms, value) {
   return forms[pluralRules.select(value)] ?? forms.other;

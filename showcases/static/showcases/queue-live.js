@@ -1,6 +1,6 @@
 // The live queue on /showcases/workers/: polled every 2 s while the browser is online, a
 // refused "Try it" kept on screen until its wait is over, and both said in the page's language
-// (views._queue_messages).
+// (script_words.live_queue).
 //
 // The polling and the guarded button are live-fragment.js's.
 

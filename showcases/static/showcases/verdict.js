@@ -24,7 +24,7 @@ const aboutTheSame = (a, b) => {
 };
 
 // main, worker: each lane's { longestFrame, maxEdge }, once it has run; text: the page's
-// sentences (views._demo_messages). Returns the verdict, or "" until both lanes have run.
+// sentences (script_words.palette_demo). Returns the verdict, or "" until both lanes have run.
 export function verdict({ main, worker }, text) {
   if (!main || !worker) return "";
   if (main.maxEdge !== worker.maxEdge) return text.verdictMixed;

@@ -3,7 +3,7 @@
 // the page's parts together: choosing.js (the photo and its preview), lanes.js (each lane's
 // card and run), verdict.js (what the browser lanes' frames show) and errors.js (the error
 // line and its sentences). The work lives in image-analysis.js, the smoothness in
-// frame-meter.js. Every sentence comes from the page (views._demo_messages).
+// frame-meter.js. Every sentence comes from the page (script_words.palette_demo).
 import { Preview, acceptDrops, fetchSample, inspect, serverObjection } from "./choosing.js";
 import { ErrorLine, explain } from "./errors.js";
 import { startIndicator } from "./frame-meter.js";
