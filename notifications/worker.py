@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
-from notifications import channels, drain, heartbeat, metrics, retention, wakeup
+from notifications import backoff, channels, drain, heartbeat, metrics, retention, wakeup
 from notifications.drain import Policy, Report
 from notifications.outbox import Outcome
 from notifications.signals import outbox_idle
@@ -36,6 +36,22 @@ TIDY_EVERY = timedelta(minutes=1)
 # How long one tidying may spend pruning the outbox: the drain loop's idle tick must stay
 # short. A backlog is worked off a slice a minute, from where the last slice stopped.
 PRUNE_SECONDS = 2.0
+# While the database is gone, the loop tries again after 1 s, then twice as long each time,
+# up to a minute, and never longer than its interval: a database that comes back is noticed
+# no later than a tick would have noticed new rows.
+RECONNECT_FIRST = timedelta(seconds=1)
+RECONNECT_FACTOR = 2
+RECONNECT_LONGEST = timedelta(minutes=1)
+
+
+def reconnect_pause(*, failures: int, interval: timedelta) -> timedelta:
+    """Return how long a loop waits after its failures-th database error in a row."""
+    return backoff.geometric(
+        attempt=failures,
+        first=RECONNECT_FIRST,
+        factor=RECONNECT_FACTOR,
+        longest=min(interval, RECONNECT_LONGEST),
+    )
 
 
 @dataclass(frozen=True)
@@ -246,7 +262,7 @@ class Worker:
                 if once:
                     raise
                 failures += 1
-                pause = min(2 ** min(failures - 1, 6), self.interval.total_seconds())
+                pause = reconnect_pause(failures=failures, interval=self.interval).total_seconds()
                 logger.warning("database unavailable (%s); retrying in %gs", exc, pause)
                 with contextlib.suppress(Exception):
                     connection.close()
