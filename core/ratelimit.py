@@ -108,7 +108,7 @@ def _whole(seconds) -> int:
 # Bounded, so one call never holds many row locks; the caller repeats while rows come back.
 # MATERIALIZED, so the LIMIT holds under any plan (as in the outbox's claim). No index on
 # window_start: the table holds one row per client and purpose active in the last hour, and
-# this runs at most once a minute per drain loop.
+# this runs once every five minutes (the housekeeping job, one run at a time).
 PRUNE_WINDOWS_SQL = """
 WITH expired AS MATERIALIZED (
     SELECT key FROM v10r_rate_limit_windows
