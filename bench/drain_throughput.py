@@ -202,7 +202,7 @@ def worker(url: str, batch_size: int, ready, start, results, *, prepared: bool =
     while True:
         if not hurried:
             close_old_connections()
-        report = loop.tick().report
+        report = loop.tick()
         drained += report.sent
         hurried = report.more_due
         if report.claimed == 0:

@@ -110,7 +110,7 @@ def client_tick_cost(samples: int) -> dict:
 
     worker = Worker(name="bench-pickup:tick", interval=timedelta(seconds=2))
     for _ in range(3):
-        worker.tick()  # warm-up: the first one tidies up (once a minute)
+        worker.tick()  # warm-up
     times = []
     statements = []
     for _ in range(samples):

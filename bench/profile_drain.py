@@ -9,7 +9,7 @@ For each batch size, two drains of a full queue:
 --loop drain_once (the default) calls worker.drain_once as bench/drain_throughput.py does;
 --loop tick runs what drain_outbox's loop runs each turn (and bench/drain_throughput.py's
 drains): close_old_connections() unless the last batch came back full, then Worker.tick()
-(heartbeat and housekeeping included).
+(its heartbeat included).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/v10r \\
         .venv/bin/python bench/profile_drain.py [--rows N] [--batch-sizes 100,25]
@@ -126,7 +126,6 @@ def phase_times(loop, *, rows: int, url: str) -> None:
         ),
         (drain, "drain", timed(totals, counts, "drain.drain", drain.drain)),
         (heartbeat, "beat", timed(totals, counts, "heartbeat.beat", heartbeat.beat)),
-        (worker, "tidy", timed(totals, counts, "worker.tidy", worker.tidy)),
         (
             connection,
             "close_if_health_check_failed",
@@ -237,7 +236,7 @@ def main() -> None:
                 # come back full; through worker's own name for it, so phase_times can clock it.
                 if not last["more_due"]:
                     worker.close_old_connections()
-                report = ticker.tick().report
+                report = ticker.tick()
                 last["more_due"] = report.more_due
                 return report
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from django.core.exceptions import ImproperlyConfigured
 
 # Today's text format, kept as the default: operators (and tests) read `tick claimed=25 …`
-# and `housekeeping {…}` in it.
+# in it.
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

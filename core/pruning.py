@@ -2,7 +2,7 @@
 
 Each delete function takes at most BATCH rows a call; repeat() calls it at most ROUNDS times,
 so one run never holds many row locks or writes a burst of WAL, and one kind failing stops
-neither the others nor the loop or request that tidies up on the side.
+neither the others nor the job that deletes them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def repeat(what: str, delete: Callable[[], int]) -> int:
             if deleted < BATCH:
                 break
     except DatabaseError:
-        # A database that is really gone, the drain loop or the cron request notice themselves.
+        # Logged, and the caller goes on to the next kind: a database that is really gone
+        # fails the caller's next statement anyway.
         logger.exception("housekeeping: deleting %s failed", what)
     return total

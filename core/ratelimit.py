@@ -108,8 +108,8 @@ def _whole(seconds) -> int:
 # Bounded, so one call never holds many row locks; the caller repeats while rows come back.
 # MATERIALIZED, so the LIMIT holds under any plan (as in the outbox's claim). No index on
 # window_start: the table holds one row per client and purpose active in the last hour, and
-# this runs at most once a minute per drain loop.
-PRUNE_SQL = """
+# this runs once every five minutes (the housekeeping job, one run at a time).
+PRUNE_WINDOWS_SQL = """
 WITH expired AS MATERIALIZED (
     SELECT key FROM v10r_rate_limit_windows
     WHERE window_start < now() - make_interval(secs => %(older_than_seconds)s)
@@ -124,6 +124,6 @@ def prune(*, older_than: timedelta, limit: int = 1000) -> int:
     """Delete up to limit windows that started before older_than ago; return how many."""
     with connection.cursor() as cursor:
         cursor.execute(
-            PRUNE_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
+            PRUNE_WINDOWS_SQL, {"older_than_seconds": older_than.total_seconds(), "limit": limit}
         )
         return cursor.rowcount

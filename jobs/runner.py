@@ -49,7 +49,7 @@ ON CONFLICT DO NOTHING
 RETURNING id
 """.strip()
 
-SKIPPED_SQL = """
+RECORD_SKIPPED_SQL = """
 INSERT INTO jobs.runs (slug, trigger, status, slot_at, started_at, finished_at, duration,
                        deadline_at, result, error, host, pid)
 VALUES (%(slug)s, %(trigger)s, 'skipped', %(slot)s, now(), now(), interval '0', now(),
@@ -57,7 +57,7 @@ VALUES (%(slug)s, %(trigger)s, 'skipped', %(slot)s, now(), now(), interval '0', 
 RETURNING id
 """.strip()
 
-RUNNING_SQL = "SELECT id FROM jobs.runs WHERE slug = %(slug)s AND status = 'running'"
+FIND_RUNNING_SQL = "SELECT id FROM jobs.runs WHERE slug = %(slug)s AND status = 'running'"
 
 # Running rows whose process stopped renewing the lease: dead, or past its deadline.
 REAP_SQL = """
@@ -88,7 +88,7 @@ RETURNING id
 # Due: no run since the slot came that counts for it, and none running now. A run counts
 # whatever its trigger (one asked for by hand after the slot does the slot's work), unless
 # it was skipped or its process died.
-DUE_SQL = """
+SLOT_DUE_SQL = """
 SELECT NOT EXISTS (
     SELECT FROM jobs.runs
     WHERE slug = %(slug)s
@@ -96,7 +96,7 @@ SELECT NOT EXISTS (
 )
 """.strip()
 
-PRUNE_SQL = """
+PRUNE_RUNS_SQL = """
 DELETE FROM jobs.runs
 WHERE id IN (
     SELECT id FROM jobs.runs
@@ -237,7 +237,7 @@ def sweep(*, trigger: Trigger, budget: timedelta | None = None) -> list[Outcome]
 def due(job: Job, *, slot_at: datetime) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
-            DUE_SQL, {"slug": job.slug, "slot": slot_at, "released": list(SLOT_RELEASED)}
+            SLOT_DUE_SQL, {"slug": job.slug, "slot": slot_at, "released": list(SLOT_RELEASED)}
         )
         return cursor.fetchone()[0]
 
@@ -255,7 +255,7 @@ def reap(slug: str | None = None) -> list[tuple[str, str]]:
 def prune(*, older_than: timedelta, limit: int = 1000) -> int:
     """Delete at most limit finished runs started more than older_than ago."""
     with connection.cursor() as cursor:
-        cursor.execute(PRUNE_SQL, {"older": older_than.total_seconds(), "limit": limit})
+        cursor.execute(PRUNE_RUNS_SQL, {"older": older_than.total_seconds(), "limit": limit})
         return cursor.rowcount
 
 
@@ -279,14 +279,14 @@ def _start(job: Job, *, trigger: Trigger, slot_at, limit: float) -> int | Outcom
             # it and try once more.
             if attempt == 0 and not reap(job.slug):
                 break
-        cursor.execute(RUNNING_SQL, {"slug": job.slug})
+        cursor.execute(FIND_RUNNING_SQL, {"slug": job.slug})
         running = cursor.fetchone()
         result = (
             {"reason": "already running", "running_run": running[0]}
             if running
             else {"reason": "already ran for this slot"}
         )
-        cursor.execute(SKIPPED_SQL, params | {"result": json.dumps(result)})
+        cursor.execute(RECORD_SKIPPED_SQL, params | {"result": json.dumps(result)})
         (skipped_id,) = cursor.fetchone()
     return Outcome(slug=job.slug, status=Status.SKIPPED, run_id=skipped_id, result=result)
 

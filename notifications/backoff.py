@@ -1,7 +1,9 @@
-"""Retry arithmetic for the outbox: pure functions of numbers, no clock and no database.
+"""Retry arithmetic: pure functions of numbers, no clock and no database.
 
-The delay is applied by the database (`now() + interval`) so a skewed app server cannot move
-the queue; this module only says how long.
+One growing wait (geometric) serves every retry in the queue: a failed send's, whose delay
+the database applies (`now() + interval`) so a skewed app server cannot move the queue, and
+the drain loop's own while the database is gone (notifications/worker.py). This module only
+says how long.
 """
 
 from __future__ import annotations
@@ -26,13 +28,27 @@ class Decision:
     delay: timedelta | None = None
 
 
-def base_delay(*, attempt: int) -> timedelta:
-    """Return the un-jittered wait after the attempt-th failed send (1-based)."""
+def geometric(*, attempt: int, first: timedelta, factor: int, longest: timedelta) -> timedelta:
+    """Return the wait after the attempt-th failure in a row (1-based): first, multiplied by
+    factor for each failure before this one, and never more than longest."""
     if attempt < 1:
         raise ValueError(f"attempt must be 1 or more, not {attempt}")
-    # Grow geometrically, but stop before the exponent makes a needlessly huge number.
-    exponent = min(attempt - 1, 16)
-    return min(FIRST_DELAY * FACTOR**exponent, LONGEST_DELAY)
+    if first <= timedelta(0) or factor < 2:
+        # Either would never reach longest, and the loop below relies on reaching it.
+        raise ValueError(f"a wait must grow: first {first} and factor {factor}")
+    wait = first
+    # Multiplied only while short of longest, so a failure count in the thousands (a database
+    # down for a day) costs a few steps and can never overflow a timedelta.
+    for _ in range(attempt - 1):
+        if wait >= longest:
+            break
+        wait *= factor
+    return min(wait, longest)
+
+
+def base_delay(*, attempt: int) -> timedelta:
+    """Return the un-jittered wait after the attempt-th failed send (1-based)."""
+    return geometric(attempt=attempt, first=FIRST_DELAY, factor=FACTOR, longest=LONGEST_DELAY)
 
 
 def delay(*, attempt: int, random: Callable[[], float] = _random.random) -> timedelta:

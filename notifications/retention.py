@@ -233,7 +233,7 @@ class RetentionPolicy:
     keep_finished: timedelta
     batch: int = 1000
     pause: float = 0.05  # seconds between batches
-    max_seconds: float | None = None  # stop a run after this long (the drain loop's slice)
+    max_seconds: float | None = None  # stop a run after this long (the job's time left)
 
     def __post_init__(self) -> None:
         if self.keep_sent <= timedelta(0) or self.keep_finished <= timedelta(0):

@@ -1,12 +1,13 @@
-"""Signals the queue sends, so that other apps can act on its rhythm without the queue
+"""Signals that let other apps take part in the queue's housekeeping without the queue
 knowing them.
 
-outbox_idle: sent by the drain worker when the queue rests (an idle tick of the loop, a cron
-drain that emptied the queue, `manage.py housekeeping`), at most once every
-worker.TIDY_EVERY per worker. A receiver deletes what its own app left behind, a bounded
-amount (core/pruning.py), and returns how many rows of each kind it deleted, as
-{"kind": count}; the counts go to the log and to the cron's answer. Receivers connect in
-their AppConfig.ready() with a dispatch_uid. One that raises is logged and the others run.
+outbox_idle: sent with no sender by the housekeeping job (jobs/tasks.py, every five minutes,
+one run at a time under the jobs runner's lease). Its name is older than that: the drain's
+idle tick sent it once, but the drain now keeps only the reaper, and every other periodic
+duty is a job. A receiver deletes what its own app left behind, a bounded amount
+(core/pruning.py), and returns how many rows of each kind it deleted, as {"kind": count}; the
+counts are the job run's result. Receivers connect in their AppConfig.ready() with a
+dispatch_uid. One that raises is logged and the others run.
 """
 
 from django.dispatch import Signal

@@ -5,7 +5,12 @@
 a time budget, heartbeats as the cron's.
 A Worker owns what must outlive one batch: the guard that stops a process from stacking a
 second drain on top of a running one, the outcomes a drain could not write because the
-database was gone, the sender threads, and when it last wrote a heartbeat and tidied up.
+database was gone, the sender threads, and when it last wrote a heartbeat and reaped.
+
+The reaper is the only periodic duty a worker keeps, because it belongs to the claim's
+rhythm: a lapsed lease is found by the next drain. Pruning the outbox, folding metric rows
+and the other apps' tidying up are jobs (jobs/tasks.py), run one at a time under the jobs
+runner's lease: one home, and no second schedule or guard for them here.
 """
 
 from __future__ import annotations
@@ -15,77 +20,37 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import ClassVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
 import transports as channels
-from notifications import drain, heartbeat, metrics, retention, wakeup
+from notifications import backoff, drain, heartbeat, metrics, wakeup
 from notifications.drain import Policy, Report
 from notifications.outbox import Outcome
-from notifications.signals import outbox_idle
 
 logger = logging.getLogger(__name__)
 
 # While full batches follow each other, one heartbeat a second is proof enough that the loop
 # runs: the hot path need not write one per batch.
 BEAT_AT_MOST_EVERY = timedelta(seconds=1)
-# How often a resting queue tidies up after the site (tidy()).
-TIDY_EVERY = timedelta(minutes=1)
-# How long one tidying may spend pruning the outbox: the drain loop's idle tick must stay
-# short. A backlog is worked off a slice a minute, from where the last slice stopped.
-PRUNE_SECONDS = 2.0
+# While the database is gone, the loop tries again after 1 s, then twice as long each time,
+# up to a minute, and never longer than its interval: a database that comes back is noticed
+# no later than a tick would have noticed new rows.
+RECONNECT_FIRST = timedelta(seconds=1)
+RECONNECT_FACTOR = 2
+RECONNECT_LONGEST = timedelta(minutes=1)
 
 
-@dataclass(frozen=True)
-class Tidied:
-    """What one tidying deleted, by kind: the outbox's own, then each outbox_idle
-    receiver's."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.counts)
-
-
-def tidy() -> Tidied:
-    """Delete old finished deliveries (a slice of PRUNE_SECONDS; `manage.py prune_outbox`
-    runs it whole) and fold the metric rows of drain processes gone for an hour, then send
-    outbox_idle so that the other apps delete what they left behind; return the counts."""
-    counts = {
-        "deliveries_pruned": _guarded("pruning the outbox", _prune_outbox),
-        "metric_rows_folded": _guarded("folding metric rows", metrics.fold_retired),
-    }
-    for receiver, answer in outbox_idle.send_robust(sender=Worker):
-        if isinstance(answer, Exception):
-            logger.error("housekeeping: %s failed", receiver.__qualname__, exc_info=answer)
-        elif answer:
-            counts.update(answer)
-    return Tidied(counts)
-
-
-def _prune_outbox() -> int:
-    policy = retention.RetentionPolicy.from_settings(max_seconds=PRUNE_SECONDS)
-    return retention.prune(policy).deliveries
-
-
-def _guarded(what: str, delete) -> int:
-    try:
-        return delete()
-    except DatabaseError:
-        # Tidying up is done on the side of a drain: it never stops the loop or the request.
-        logger.exception("housekeeping: %s failed", what)
-        return 0
-
-
-@dataclass(frozen=True)
-class Tick:
-    """One turn of a worker: what the drain did, and what tidying up deleted (if it ran)."""
-
-    report: Report
-    tidied: Tidied | None = None
+def reconnect_pause(*, failures: int, interval: timedelta) -> timedelta:
+    """Return how long a loop waits after its failures-th database error in a row."""
+    return backoff.geometric(
+        attempt=failures,
+        first=RECONNECT_FIRST,
+        factor=RECONNECT_FACTOR,
+        longest=min(interval, RECONNECT_LONGEST),
+    )
 
 
 class Worker:
@@ -103,7 +68,7 @@ class Worker:
         self._in_flight = threading.Lock()
         self._unwritten: list[Outcome] = []
         self._pools: dict[int, ThreadPoolExecutor] = {}
-        self._last_beat = self._last_tidy = self._last_reap = float("-inf")
+        self._last_beat = self._last_reap = float("-inf")
         # Counts and timings for /metrics, added to the database with each heartbeat.
         self._tally = metrics.Tally()
         # Whether the loop's log has said that a tick found nothing (said once, not each tick).
@@ -179,12 +144,12 @@ class Worker:
 
     # --- One turn, and the loop ---------------------------------------------------------------
 
-    def tick(self, *, budget: timedelta | None = None) -> Tick:
-        """Drain (within budget, if given), then record a heartbeat and, when the queue rests,
-        tidy up after the site (at most once every TIDY_EVERY)."""
+    def tick(self, *, budget: timedelta | None = None) -> Report:
+        """Drain (within budget, if given), then record a heartbeat; return what the drain
+        did."""
         report = self.drain_within(budget=budget) if budget is not None else self.drain_once()
         if report.skipped:
-            return Tick(report)
+            return report
         now = time.monotonic()
         resting = not report.more_due
         self._tally.count_report(report)
@@ -202,13 +167,7 @@ class Worker:
             # No loop of ours comes back soon (the cron's next request may be minutes away):
             # leave no connection open on the mail server between requests.
             _each_channel("close")
-        tidied = None
-        if resting and now - self._last_tidy >= TIDY_EVERY.total_seconds():
-            self._last_tidy = now
-            tidied = tidy()
-            if any(tidied.as_dict().values()):
-                logger.info("housekeeping %s", tidied.as_dict())
-        return Tick(report, tidied)
+        return report
 
     def run(self, *, stopping: threading.Event, once: bool = False) -> None:
         """Tick every interval, at once while batches come back full or when an enqueue's
@@ -242,12 +201,12 @@ class Worker:
             hurried = False
             began = time.monotonic()
             try:
-                tick = self.tick()
+                report = self.tick()
             except DatabaseError as exc:
                 if once:
                     raise
                 failures += 1
-                pause = min(2 ** min(failures - 1, 6), self.interval.total_seconds())
+                pause = reconnect_pause(failures=failures, interval=self.interval).total_seconds()
                 logger.warning("database unavailable (%s); retrying in %gs", exc, pause)
                 with contextlib.suppress(Exception):
                     connection.close()
@@ -255,18 +214,18 @@ class Worker:
                     break
                 continue
             failures = 0
-            if polled and tick.report.claimed:
+            if polled and report.claimed:
                 self._tally.add("polls_found_work", "")
             polled = False
             # A resting queue ticks every 2 s: the first tick that finds nothing says so at
             # INFO, the ones after it until something happens only at DEBUG.
-            busy = bool(tick.report.claimed or tick.report.reaped or tick.report.skipped)
+            busy = bool(report.claimed or report.reaped or report.skipped)
             level = logging.DEBUG if not busy and self._resting_said else logging.INFO
-            logger.log(level, "tick %s", tick.report.line())
+            logger.log(level, "tick %s", report.line())
             self._resting_said = not busy
             if once or stopping.is_set():
                 break
-            if tick.report.more_due:
+            if report.more_due:
                 hurried = True
                 continue  # a lane came back full: more may be due, so do not wait
             # The next tick (an interval after this one began, so a row found by polling

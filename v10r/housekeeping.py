@@ -1,9 +1,9 @@
 """The site's own tidying up: expired rate-limit windows and sessions.
 
 It runs as a receiver of the queue's outbox_idle signal (connected in V10rConfig.ready()),
-beside the outbox's own pruning and each app's receivers (the showcase's demo rows), so the
-queue calls it without importing the site: on the drain loop's idle ticks, after a cron drain
-that emptied the queue, and from `manage.py housekeeping` wherever neither runs.
+beside each other app's receivers (the showcase's demo rows, the unconfirmed sign-ups), so the
+housekeeping job (jobs/tasks.py) calls it without importing the site: every five minutes
+from the jobs' sweep, and from `manage.py housekeeping`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from core import pruning, ratelimit
-from notifications import worker
 
 # Longer than the longest rate-limit window the site uses (the admin login's quarter hour).
 WINDOWS_OLDER_THAN = timedelta(hours=1)
@@ -29,11 +28,6 @@ def tidy(sender, **kwargs) -> dict[str, int]:
         ),
         "sessions": pruning.repeat("sessions", _prune_sessions),
     }
-
-
-def run() -> worker.Tidied:
-    """Tidy up once, as a resting queue does: the outbox and every outbox_idle receiver."""
-    return worker.tidy()
 
 
 def _prune_sessions() -> int:

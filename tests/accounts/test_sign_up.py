@@ -23,11 +23,11 @@ from accounts import signup
 from accounts.forms import REQUESTS_PER_ADDRESS, REQUESTS_PER_CLIENT
 from accounts.models import PendingSignUp
 from core.models import RateLimitWindow
+from jobs import tasks
 from notifications.models import Notification, NotificationDelivery, Status
 from recipients import catalogue
 from recipients.models import Recipient
 from tests.accounts.conftest import PASSWORD
-from v10r import housekeeping
 
 pytestmark = pytest.mark.django_db
 
@@ -409,14 +409,14 @@ def test_accounts_nobody_confirmed_for_a_week_are_deleted_by_housekeeping(
     ada.is_active = False
     ada.save()
 
-    assert housekeeping.run().as_dict()["unconfirmed_sign_ups"] == 1
+    assert tasks.housekeeping.call()["unconfirmed_sign_ups"] == 1
     assert set(django_user_model.objects.values_list("username", flat=True)) == {
         "ada",
         "fresh@example.com",
         "kept@example.com",
     }
     assert not Notification.objects.filter(user__username="old@example.com").exists()
-    assert housekeeping.run().as_dict()["unconfirmed_sign_ups"] == 0
+    assert tasks.housekeeping.call()["unconfirmed_sign_ups"] == 0
 
 
 @pytest.mark.django_db(transaction=True)

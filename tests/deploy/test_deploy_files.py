@@ -6,6 +6,7 @@ its files are copied as its COPY lines say, and the copy is served as its CMD sa
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import os
 import re
 import shlex
@@ -20,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from notifications import checks
-from notifications.worker import PRUNE_SECONDS
 from tests.deploy import clients
 from tests.deploy.test_gunicorn_config import effective_config
 from tests.helpers import poll, python, require
@@ -105,8 +105,11 @@ class Process:
             raise AssertionError(f"still running {STOP_SECONDS} s after SIGTERM") from None
 
 
-def test_the_procfile_declares_the_web_the_worker_and_the_release_step():
+def test_the_procfile_declares_the_web_the_worker_the_release_step_and_the_jobs_sweep():
     assert set(procfile()) == {"web", "worker", "release", "scheduler"}
+    # Retention and housekeeping run only as jobs: a Procfile without the sweep would let the
+    # outbox grow.
+    assert procfile()["scheduler"] == "python manage.py run_jobs --every 60"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -244,13 +247,13 @@ def test_each_unit_runs_unprivileged_restarts_on_failure_and_stops_with_sigterm(
     assert unit_values(path, "MemoryDenyWriteExecute") == []
 
 
-def test_the_drain_stop_timeout_outlasts_a_batch_its_tidying_and_closing_its_connections():
+def test_the_drain_stop_timeout_outlasts_a_batch_and_closing_its_connections():
     # The unit's arithmetic, with the defaults it names (batch 25, concurrency 16) and the
     # slowest channel configured: 2 rounds of an 11 s email send + 5 s, with EMAIL_TIMEOUT's
     # 10 s. A slower channel or a larger batch makes this fail until the unit is raised.
     batch = checks.worst_case_batch(batch_size=25, concurrency=16).total_seconds()
     closing = 16 * email.CLOSE_SECONDS
-    needed = batch + PRUNE_SECONDS + closing
+    needed = batch + closing
     for unit in ("v10r-drain.service", "v10r-drain@.service"):
         assert float(*unit_values(UNITS / unit, "TimeoutStopSec")) > needed
 
@@ -502,6 +505,25 @@ def test_the_container_steps_run_the_jobs_beside_the_web_and_the_drain():
     commands = [c.split(" v10r ", 1)[1] if " v10r " in c else "web" for c in runs]
     assert "python manage.py drain_outbox" in commands, commands
     assert "python manage.py run_jobs --every 60" in commands, commands
+
+
+def containerfile_commands() -> list[str]:
+    """The commands in the Containerfile's opening comment, continuation lines joined."""
+    header = itertools.takewhile(
+        lambda line: line.startswith("#"), CONTAINERFILE.read_text().splitlines()
+    )
+    joined = "\n".join(line[1:] for line in header).replace("\\\n", " ")
+    commands = (" ".join(line.split("  #")[0].split()) for line in joined.splitlines())
+    return [command for command in commands if command.startswith("podman ")]
+
+
+def test_the_containerfile_starts_the_same_containers_as_the_guide_the_jobs_among_them():
+    # The image's own notes are where an operator who only reads the Containerfile learns
+    # what to run: they must not leave out the jobs the guide starts.
+    def containers(commands):
+        return [c for c in commands if c.startswith("podman run") and " -d " in c]
+
+    assert containers(containerfile_commands()) == containers(doc_commands())
 
 
 def test_the_guide_makes_the_first_account_and_the_vapid_keys_where_the_site_reads_them():

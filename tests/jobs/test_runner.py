@@ -185,23 +185,42 @@ def test_the_prune_job_deletes_runs_past_their_keep(db, settings):
     assert old.pk not in remaining and {kept.pk, outcome.run_id} <= remaining
 
 
-def test_the_prune_job_meeting_another_prune_succeeds_saying_so_and_still_prunes_runs(db, settings):
+def test_the_prune_job_meeting_a_prune_no_run_holds_fails_saying_why(db, settings):
     from jobs import registry
     from tests.helpers import execute
 
-    settings.JOBS_KEEP_RUNS_DAYS = 30
-    old = past_run(NIGHTLY, ago=timedelta(days=31))
-    # The drain loop's idle slice is pruning the outbox at this moment.
+    # Every prune is a run of prune-outbox, one at a time; a prune under way that no running
+    # run holds is one whose process died (or that outlived its time limit in a thread): the
+    # runner let this run start, and retention refuses to walk beside it.
     execute(
         "INSERT INTO notifications.outbox_retention (id, running_since, alive_at)"
         " VALUES (1, now(), now())"
         " ON CONFLICT (id) DO UPDATE SET running_since = now(), alive_at = now()"
     )
     outcome = runner.run(registry.get("prune-outbox"), trigger=Trigger.COMMAND)
-    assert outcome.status == Status.SUCCEEDED, outcome.error
-    assert outcome.result["pruned_by_another"].startswith("another prune is running")
-    assert outcome.result["job_runs"] == 1
-    assert not JobRun.objects.filter(pk=old.pk).exists()
+    assert outcome.status == Status.FAILED
+    assert "the outbox was not pruned: a prune started at " in outcome.error
+    assert "taken for dead once it has written nothing for 5 minutes" in outcome.error
+
+
+def test_a_prune_by_hand_while_the_prune_job_runs_is_skipped_by_the_jobs_lease(db):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from jobs import registry
+
+    # `manage.py prune_outbox` is a run of the same job, so the runner's one-run-at-a-time
+    # lease, not retention's own guard, keeps it from pruning beside a scheduled run.
+    running = past_run(
+        registry.get("prune-outbox"), ago=timedelta(seconds=1), status=Status.RUNNING
+    )
+    with pytest.raises(CommandError, match=f"Another prune is running \\(run #{running.pk}\\)"):
+        call_command("prune_outbox")
+    skipped = JobRun.objects.exclude(pk=running.pk).get()
+    assert (skipped.status, skipped.trigger) == (Status.SKIPPED, Trigger.COMMAND)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM notifications.outbox_retention")
+        assert cursor.fetchone() == (0,)
 
 
 def run_in_a_thread(job, *, found: list) -> threading.Thread:

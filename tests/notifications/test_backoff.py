@@ -80,3 +80,44 @@ def test_the_curve_lists_the_waits_between_the_five_sends():
 def test_attempts_start_at_one():
     with pytest.raises(ValueError, match="attempt must be 1 or more"):
         backoff.base_delay(attempt=0)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "first", "factor", "longest", "seconds"),
+    [
+        (1, 1, 2, 60, 1),  # 1 × 2⁰
+        (3, 1, 2, 60, 4),  # 1 × 2²
+        (7, 1, 2, 60, 60),  # 1 × 2⁶ = 64, clamped to 60
+        (100_000, 1, 2, 60, 60),  # a day of failures: a few steps, no overflow
+        (1, 1, 2, 0.1, 0.1),  # longest shorter than first: longest from the start
+        (2, 30, 4, 3600, 120),  # the send curve's second wait: 30 × 4¹
+    ],
+)
+def test_a_geometric_wait_multiplies_by_its_factor_and_stops_at_its_longest(
+    attempt, first, factor, longest, seconds
+):
+    wait = backoff.geometric(
+        attempt=attempt,
+        first=timedelta(seconds=first),
+        factor=factor,
+        longest=timedelta(seconds=longest),
+    )
+    assert wait == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "first", "factor", "message"),
+    [
+        (0, 1, 2, "attempt must be 1 or more"),
+        (1, 0, 2, "a wait must grow"),  # zero never grows
+        (1, 1, 1, "a wait must grow"),  # a factor of one never grows either
+    ],
+)
+def test_a_geometric_wait_refuses_what_would_never_grow(attempt, first, factor, message):
+    with pytest.raises(ValueError, match=message):
+        backoff.geometric(
+            attempt=attempt,
+            first=timedelta(seconds=first),
+            factor=factor,
+            longest=timedelta(minutes=1),
+        )

@@ -101,7 +101,7 @@ def test_a_worker_without_a_loop_leaves_no_connection_open_after_its_tick(
     db, django_user_model, mail_to, cron_worker
 ):
     queue_emails(django_user_model, 5)
-    assert cron_worker.tick(budget=timedelta(seconds=20)).report.sent == 5
+    assert cron_worker.tick(budget=timedelta(seconds=20)).sent == 5
     assert channels.get("email").open_connections() == 0
     assert mail_to.mailbox.quits == len(mail_to.mailbox.sessions)
 

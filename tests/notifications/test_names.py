@@ -10,8 +10,13 @@ from pathlib import Path
 
 from tests.helpers import BASE_DIR
 
-# The site's packages (bench/ and tests/ are programs of their own).
-PACKAGES = ("core", "transports", "recipients", "notifications", "showcases", "v10r")
+# Every one of the site's packages, as the layer test scans them (bench/ and tests/ are
+# programs of their own): a name is one thing across apps, not only inside the queue.
+from tests.test_layers import PACKAGES
+
+# Classes that share a name across apps and were here before the scan covered jobs/. Each is
+# its own app's (a job run's status and outcome beside a delivery's); a new pair still fails.
+SHARED_CLASSES = {"Status", "Outcome"}
 # Names Django itself asks every such module to use.
 DJANGO_NAMES = {"Command", "DatabaseWrapper", "Migration"}
 # The kinds of message django.core.checks reports.
@@ -44,7 +49,7 @@ def sql_constants(node) -> list[str]:
 
 
 def classes(node) -> list[str]:
-    if isinstance(node, ast.ClassDef) and node.name not in DJANGO_NAMES:
+    if isinstance(node, ast.ClassDef) and node.name not in DJANGO_NAMES | SHARED_CLASSES:
         return [node.name]
     return []
 

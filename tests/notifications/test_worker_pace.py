@@ -1,8 +1,13 @@
 """What a loop skips when batches follow each other: the reaper between its runs, and thread
-hand-offs for local sends."""
+hand-offs for local sends; and how long it waits for a database that is gone."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import pytest
+
+from notifications import worker
 from notifications.models import NotificationDelivery, Status
 from tests.helpers import execute, make_deliveries
 from tests.notifications.channels import LocalChannel, ThreadRecordingChannel
@@ -71,3 +76,21 @@ def test_a_resting_loop_says_once_that_it_found_nothing_and_then_only_at_debug(
     info, debug = logging.INFO, logging.DEBUG
     assert [level for level, _ in ticks] == [info, debug, info, info, debug]
     assert "claimed=2" in ticks[2][1]
+
+
+@pytest.mark.parametrize(
+    ("failures", "interval", "seconds"),
+    [
+        (1, 2, 1),  # 1 s after the first failure
+        (2, 2, 2),  # 1 × 2¹
+        (3, 2, 2),  # 1 × 2² = 4, but never longer than the 2 s interval
+        (3, 300, 4),  # a long interval: the wait keeps doubling ...
+        (7, 300, 60),  # ... 1 × 2⁶ = 64, up to a minute
+        (1, 0.1, 0.1),  # an interval shorter than the first wait: the interval
+    ],
+)
+def test_a_loop_waits_longer_after_each_database_failure_but_never_past_its_interval(
+    failures, interval, seconds
+):
+    pause = worker.reconnect_pause(failures=failures, interval=timedelta(seconds=interval))
+    assert pause == timedelta(seconds=seconds)

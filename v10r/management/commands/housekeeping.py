@@ -9,10 +9,10 @@ from jobs.models import Status, Trigger
 
 class Command(BaseCommand):
     help = (
-        "Run the housekeeping job now: delete expired rate-limit windows and sessions and "
-        "finished demo notifications, a bounded number of each (recorded in the jobs' log). "
-        "The jobs' sweep (run_jobs --due) runs it on its cadence, and drain_outbox on its "
-        "idle ticks."
+        "Run the housekeeping job now: fold retired metric rows, delete expired rate-limit "
+        "windows and sessions, unconfirmed sign-ups and finished demo notifications, a "
+        "bounded number of each (recorded in the jobs' log). The jobs' sweep (run_jobs "
+        "--due) runs it every five minutes."
     )
 
     def handle(self, *args, **options):
