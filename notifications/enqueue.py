@@ -397,19 +397,6 @@ def _user_id(user) -> int:
     return user_id
 
 
-def channels_for(user) -> list[str]:
-    """The channels a user can be reached on: email when the user has an address (and the site
-    runs it), then each channel of the user's active addresses that the site runs."""
-    names = ["email"] if user.email and "email" in settings.DELIVERY_CHANNELS else []
-    active = ChannelAddress.objects.filter(user=user, is_active=True).order_by("channel")
-    names += [
-        name
-        for name in active.values_list("channel", flat=True).distinct()
-        if name in settings.DELIVERY_CHANNELS and name not in names
-    ]
-    return names
-
-
 def add_channels(
     *,
     notification: Notification,
