@@ -13,6 +13,8 @@ from django.contrib import admin
 from django.urls import reverse
 
 import notifications
+import recipients
+import transports
 
 # A code as the queue writes them: capitals and digits, with at least one underscore.
 CODE = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b")
@@ -20,9 +22,11 @@ CODE = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b")
 
 def written_codes() -> list[re.Pattern]:
     """Every code passed to a channel error (ChannelError, HttpChannelError) or as code= to
-    anything, found in the source: literals, and f-strings read as patterns (HTTP_{status})."""
+    anything, found in the source of the engine, the recipients' rules and the channels:
+    literals, and f-strings read as patterns (HTTP_{status})."""
     found = []
-    for path in Path(notifications.__file__).parent.rglob("*.py"):
+    rooms = (notifications, recipients, transports)
+    for path in (p for room in rooms for p in Path(room.__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue

@@ -24,8 +24,8 @@ from tests.helpers import (
     start_drain,
     stop,
 )
-from tests.ratepeer import RateLimitedTelegram
 from tests.notifications.channels import Recorder
+from tests.ratepeer import RateLimitedTelegram
 from transports.base import ChannelError, Outgoing, SendResult
 
 TOKEN = "123456:pacing-token"

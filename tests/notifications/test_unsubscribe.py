@@ -16,7 +16,7 @@ from accounts import unsubscribe as page
 from notifications import worker
 from notifications.enqueue import send_notification
 from notifications.models import NotificationDelivery, SkipReason, Status
-from recipients import preferences
+from recipients import catalogue, preferences
 from recipients import tokens as tokens
 from recipients.models import ChannelPreference
 from tests.helpers import make_outgoing
@@ -156,6 +156,15 @@ def test_hostile_strings_are_refused_as_tokens(db, token):
 
 
 def send(channel, user, *, message_key: str = "welcome", language: str = "en"):
+    """Send message_key to user as the drain does: with the category's label and the signed
+    link on Outgoing when the recipient may stop it (tokens.offer), nothing when not."""
+    offered = tokens.offer(
+        user_id=user.pk,
+        category=catalogue.MESSAGES[message_key].category,
+        channel="email",
+        language=language,
+    )
+    label, url = offered or ("", "")
     channel.send(
         make_outgoing(
             channel="email",
@@ -164,6 +173,8 @@ def send(channel, user, *, message_key: str = "welcome", language: str = "en"):
             type=message_key,
             user_id=user.pk,
             language=language,
+            category_label=label,
+            unsubscribe_url=url,
         )
     )
 
