@@ -258,12 +258,14 @@ class ChannelAddressForm(forms.ModelForm):
         }
         self.fields["channel"].choices = [(n, c.shown_label) for n, c in addressed.items()]
         # What an address is on each of them, in the channels' own words (the model's help
-        # names only the built-in ones).
-        self.fields["address"].help_text = _("The address on each channel: %(kinds)s.") % {
-            "kinds": "; ".join(
-                f"{c.shown_label} — {c.address_label or c.shown_label}" for c in addressed.values()
-            )
-        }
+        # names only the built-in ones). Not on a page that only shows the address.
+        if "address" in self.fields:
+            self.fields["address"].help_text = _("The address on each channel: %(kinds)s.") % {
+                "kinds": "; ".join(
+                    f"{c.shown_label} — {c.address_label or c.shown_label}"
+                    for c in addressed.values()
+                )
+            }
 
     def clean(self):
         data = super().clean()
