@@ -187,9 +187,9 @@ class QuietHoursForm(forms.Form):
         required=False,
         widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
-    quiet_email = forms.BooleanField(
-        label=gettext_lazy("Hold email during quiet hours too"), required=False
-    )
+    # Holds the channels that wait to be read (QuietHours.WHEN_ASKED: email), named in its
+    # label; a site that runs none has no such box.
+    quiet_email = forms.BooleanField(required=False)
 
     def __init__(self, *args, user, **kwargs):
         self.user = user
@@ -202,6 +202,12 @@ class QuietHoursForm(forms.Form):
             "quiet_email": stored.quiet_email,
         }
         super().__init__(*args, initial=initial, **kwargs)
+        if asked := self.when_asked():
+            self.fields["quiet_email"].label = _(
+                "Hold messages by %(channels)s during quiet hours too"
+            ) % {"channels": ", ".join(asked)}
+        else:
+            del self.fields["quiet_email"]
         # Nothing chosen yet (no row, or the default zone): the page offers the browser's
         # (accounts/static/accounts/time-zone.js); nothing is stored until the user saves.
         if not self.is_bound and stored.time_zone == "UTC":
@@ -214,6 +220,16 @@ class QuietHoursForm(forms.Form):
             channel.shown_label
             for name in preferences.choosable_channels()
             if (channel := channels.get(name)).quiet_hours == QuietHours.ALWAYS
+        ]
+
+    @staticmethod
+    def when_asked() -> list[str]:
+        """The channels quiet hours hold when the recipient ticks the box, as a sentence
+        names them."""
+        return [
+            channel.shown_in_sentence
+            for name in preferences.choosable_channels()
+            if (channel := channels.get(name)).quiet_hours == QuietHours.WHEN_ASKED
         ]
 
     def clean_time_zone(self):
@@ -230,7 +246,7 @@ class QuietHoursForm(forms.Form):
             "time_zone": data["time_zone"],
             "quiet_start": data["quiet_start"],
             "quiet_end": data["quiet_end"],
-            "quiet_email": data["quiet_email"],
+            "quiet_email": data.get("quiet_email", self.initial["quiet_email"]),
         }
         self.recipient, _made = Recipient.objects.update_or_create(
             user=self.user,

@@ -16,11 +16,11 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.shortcuts import render
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+import transports as channels
 from core import clients, ratelimit
 from recipients import preferences, tokens
 from recipients.catalogue import CATEGORIES
@@ -35,9 +35,6 @@ REFUSED_WINDOW = timedelta(minutes=15)
 # limit. A POST that changes nothing (a provider's retry, a second click) is not counted.
 POSTS_PER_TOKEN = 10
 POSTS_WINDOW = timedelta(hours=1)
-
-# How the page names a channel; a channel not here is shown by its name.
-CHANNEL_NAMES = {"email": gettext_lazy("email")}
 
 
 # CSRF-exempt, safely: a forged cross-site POST needs the token, and whoever has the token
@@ -58,7 +55,7 @@ def unsubscribe(request, token: str):
     context = {
         "title": _("Unsubscribe"),
         "category": CATEGORIES[category].label,
-        "channel": CHANNEL_NAMES.get(channel, channel),
+        "channel": in_sentence(channel),
     }
     if request.method == "POST":
         already = not preferences.of(user).enabled(category, channel)
@@ -85,6 +82,13 @@ def unsubscribe(request, token: str):
         return render(request, "accounts/unsubscribed.html", {**context, "already": already})
     context["already"] = not preferences.of(user).enabled(category, channel)
     return render(request, "accounts/unsubscribe.html", context)
+
+
+def in_sentence(name: str) -> str:
+    """How the page names the channel configured as name, mid-sentence ("by email"), or its
+    name when the site no longer runs it."""
+    channel = channels.get(name)
+    return channel.shown_in_sentence if channel is not None else name
 
 
 def _refused(request):

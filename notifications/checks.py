@@ -148,27 +148,6 @@ def check_lease_and_tick(app_configs=None, **kwargs):
     return errors
 
 
-@register()
-def check_sender(app_configs=None, **kwargs):
-    """Every email goes out from DEFAULT_FROM_EMAIL: one that is not an address would fail
-    them all, so it stops start-up instead."""
-    if "email" not in settings.DELIVERY_CHANNELS:
-        return []
-    from transports.email import sender_of
-
-    try:
-        sender_of(settings.DEFAULT_FROM_EMAIL)
-    except ValueError as exc:
-        return [
-            Error(
-                f"DEFAULT_FROM_EMAIL: {exc}",
-                hint='An address, or a name and an address: "v10r <noreply@example.com>".',
-                id="notifications.E005",
-            )
-        ]
-    return []
-
-
 LANES_HINT = "DELIVERY_LANES in the settings: {name: {'rank': int, 'cap': int or None}}."
 # One id per kind of problem (notifications/lanes.py names the kinds), each written once.
 LANE_ERRORS = {
@@ -285,15 +264,18 @@ def check_throttles(app_configs=None, **kwargs):
 
 @register(deploy=True)
 def check_unsubscribe_origin(app_configs=None, **kwargs):
-    """The one-click unsubscribe link (RFC 8058) needs an HTTPS origin to point at: emails
-    are sent by a drain, which has no request to take a host from."""
-    if "email" not in settings.DELIVERY_CHANNELS:
+    """The one-click unsubscribe link (RFC 8058) needs an HTTPS origin to point at: the
+    messages of a channel that offers one (Channel.offers_unsubscribe: email) are sent by a
+    drain, which has no request to take a host from."""
+    offering = [n for n, c in channels.configured().items() if c.offers_unsubscribe]
+    if not offering:
         return []
     if not settings.SITE_ORIGIN:
         return [
             Warning(
-                "SITE_ORIGIN is not set: emails go without List-Unsubscribe headers and their "
-                "footer has no link to the preference centre.",
+                f"SITE_ORIGIN is not set: messages on {', '.join(offering)} go without their "
+                "one-click unsubscribe link (an email's List-Unsubscribe headers), and an "
+                "email's footer has no link to the preference centre.",
                 hint="Set SITE_ORIGIN to the site's public HTTPS origin (docs/unsubscribe.md).",
                 id="notifications.W002",
             )

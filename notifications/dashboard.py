@@ -95,9 +95,10 @@ def ticks(hours: list[stats.Hour]) -> list[AxisMark]:
 
 
 def probeable() -> set[str]:
+    """The configured channels that can ask their provider who the site is (Channel.probes)."""
     import transports as channels
 
-    return {name for name, c in channels.configured().items() if hasattr(c, "probe")}
+    return {name for name, c in channels.configured().items() if c.probes}
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+import transports as channels
 from notifications import heartbeat, outbox, retention, stats
 from notifications.models import DUE_SQL, SHOWN_SQL, SHOWN_STATUS_SQL, ShownStatus, Status
 
@@ -227,6 +228,19 @@ class QueueCollector(Collector):
         yield from _prune(retention.last_run())
 
 
+# The states DEPTH_SQL counts per channel.
+UNFINISHED = tuple(
+    str(s)
+    for s in (
+        ShownStatus.PENDING,
+        ShownStatus.RETRYING,
+        ShownStatus.PROCESSING,
+        ShownStatus.FAILED,
+        ShownStatus.DEAD,
+    )
+)
+
+
 def _depth(rows, depth, skipped: dict[tuple[str, str], int]) -> Iterable:
     family = GaugeMetricFamily(
         "v10r_outbox_deliveries",
@@ -236,8 +250,14 @@ def _depth(rows, depth, skipped: dict[tuple[str, str], int]) -> Iterable:
     by_channel: dict[str, int] = {}
     for (channel, _reason), count in skipped.items():
         by_channel[channel] = by_channel.get(channel, 0) + count
-    rows = [*rows, *((channel, str(Status.SKIPPED), n) for channel, n in by_channel.items())]
-    for channel, state, count in sorted(rows):
+    counts = {(channel, state): count for channel, state, count in rows}
+    counts |= {(channel, str(Status.SKIPPED)): n for channel, n in by_channel.items()}
+    # Every configured channel has each unfinished state's series, 0 when it has no rows: a
+    # channel just added (a site's own) is there to graph and alert on before its first row.
+    for channel in channels.configured():
+        for state in UNFINISHED:
+            counts.setdefault((channel, state), 0)
+    for (channel, state), count in sorted(counts.items()):
         family.add_metric([state, channel], count)
     family.add_metric(["sent", ""], depth.sent)
     # Finished like sent, and counted the same way: a total from the state's own index.

@@ -9,13 +9,14 @@ carries every column they count by (deliveries_attempted), without visiting the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from django.conf import settings
 from django.db import connection
 
+import transports as channels
 from notifications.models import DUE_SQL, SHOWN_SQL, ShownStatus, Status
 from notifications.models import OUTCOMES as OUTCOMES_BY_STATUS
 from notifications.outbox import LANES
@@ -162,6 +163,8 @@ class ChannelHealth:
     system_failures: int = 0
     recipient_failures: int = 0
     dead: int = 0
+    # What people call the channel (Channel.label); its name when the site no longer runs it.
+    label: str = ""
 
     @property
     def total(self) -> int:
@@ -188,8 +191,15 @@ def channel_health() -> list[ChannelHealth]:
     with connection.cursor() as cursor:
         cursor.execute(CHANNEL_HEALTH_SQL)
         rows = {row[0]: ChannelHealth(*row) for row in cursor.fetchall()}
-    names = sorted(set(settings.DELIVERY_CHANNELS) | set(rows))
-    return [rows.get(name, ChannelHealth(name)) for name in names]
+    configured = channels.configured()
+    names = sorted(set(configured) | set(rows))
+    return [
+        dataclasses.replace(
+            rows.get(name, ChannelHealth(name)),
+            label=configured[name].shown_label if name in configured else name,
+        )
+        for name in names
+    ]
 
 
 # The chart's outcomes, in the order they are stacked bottom-up.

@@ -251,11 +251,21 @@ class ChannelAddressForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # The channels whose addresses are ChannelAddress rows: not email (the account's),
         # not the inbox (the account itself), not one that needs none.
-        self.fields["channel"].choices = [
-            (name, channel.shown_label)
+        addressed = {
+            name: channel
             for name, channel in channels.configured().items()
             if channel.address_source == AddressSource.CHANNEL_ADDRESS
-        ]
+        }
+        self.fields["channel"].choices = [(n, c.shown_label) for n, c in addressed.items()]
+        # What an address is on each of them, in the channels' own words (the model's help
+        # names only the built-in ones). Not on a page that only shows the address.
+        if "address" in self.fields:
+            self.fields["address"].help_text = _("The address on each channel: %(kinds)s.") % {
+                "kinds": "; ".join(
+                    f"{c.shown_label} — {c.address_label or c.shown_label}"
+                    for c in addressed.values()
+                )
+            }
 
     def clean(self):
         data = super().clean()
@@ -297,7 +307,7 @@ class ChannelAddressForm(forms.ModelForm):
                     "%(user)s already has an active %(channel)s address. Switch that one off "
                     "first, or save this one switched off."
                 )
-                % {"user": user, "channel": channel},
+                % {"user": user, "channel": kind.shown_label if kind else channel},
             )
         return data
 

@@ -9,13 +9,18 @@ nothing needed to move.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core import checks
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from core.database import DatabaseNow
 
-# The web push channel's name: its addresses are subscriptions, several a user.
+# The web push channel's name: its addresses are subscriptions, several a user. Named here,
+# not asked of the channel (Channel.several_addresses), because the constraints below are
+# partial unique indexes: PostgreSQL holds them on every write, and can ask no Python class.
+# A site's own channel with several addresses needs its name in them (a migration);
+# ChannelAddress.check says so rather than let the database refuse its second address.
 WEBPUSH = "webpush"
 
 
@@ -67,6 +72,34 @@ class ChannelAddress(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel}:{self.address}"
+
+    @classmethod
+    def check(cls, **kwargs):
+        """The model's checks, and that no configured channel other than web push says it has
+        several addresses a user: the one-active constraint would refuse its second."""
+        import transports as channels
+
+        errors = super().check(**kwargs)
+        if not isinstance(getattr(settings, "DELIVERY_CHANNELS", None), dict):
+            return errors  # transports.E001 says so
+        for name, path in settings.DELIVERY_CHANNELS.items():
+            try:
+                channel = channels.get(name)
+            except ImportError:
+                continue  # transports.E002 says so
+            if name != WEBPUSH and getattr(channel, "several_addresses", False):
+                errors.append(
+                    checks.Error(
+                        f"The channel {name!r} ({path}) sends to several addresses a user, "
+                        "but the database keeps one active address a user for every channel "
+                        f"but {WEBPUSH!r}: its second address would be refused.",
+                        hint="Add its name to ChannelAddress's constraints (a migration), or "
+                        "give it one address a user.",
+                        obj=cls,
+                        id="recipients.E001",
+                    )
+                )
+        return errors
 
 
 class Recipient(models.Model):

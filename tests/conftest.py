@@ -65,6 +65,24 @@ def quick_hashes(request, settings):
 
 
 @pytest.fixture
+def rebuilt_channels():
+    """A function that builds the channels afresh from the settings as the test has set them
+    (transports caches each one, built once, by class path): call it after changing a
+    setting a channel is built from. After the test they are closed and forgotten, so the
+    next test's are built from its own settings."""
+    import transports
+
+    def rebuild() -> None:
+        for channel in transports.configured().values():
+            channel.close()
+        transports._load.cache_clear()
+
+    rebuild()
+    yield rebuild
+    rebuild()
+
+
+@pytest.fixture
 def smtp_server():
     """An SMTP server (aiosmtpd) on a free loopback port."""
     from tests.smtp import SMTPServer

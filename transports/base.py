@@ -146,12 +146,23 @@ class Pace:
     rate: float  # sends per second
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What a provider's identity endpoint said: how long it took, and the account's name."""
+
+    seconds: float
+    name: str
+
+
 class Channel:
     """A way to reach a recipient. Subclasses set name and address_source and define send."""
 
     name: ClassVar[str]
     # What recipients and staff call it (translated); "" shows its name.
     label: ClassVar[Any] = ""
+    # What it is called inside a sentence, where a label's capital would be wrong
+    # ("messages by email": an unsubscribe page); "" uses label.
+    label_in_sentence: ClassVar[Any] = ""
     # Whether recipients choose, category by category, what reaches them on it (the
     # preference centre, an email's unsubscribe link). Not a channel a site keeps to itself.
     choosable: ClassVar[bool] = True
@@ -181,6 +192,9 @@ class Channel:
     # The settings it cannot send without: `manage.py check` warns of each one unset or
     # empty, naming the channel (a bot's token).
     required_settings: ClassVar[tuple[str, ...]] = ()
+    # Whether probe() asks the provider who the site is (a bot's identity endpoint): the
+    # admin dashboard then offers a "Probe" button for it.
+    probes: ClassVar[bool] = False
     # Whether sends carry the rendered message (a channel that only counts does not need it).
     renders: ClassVar[bool] = True
     # Whether a send finishes at once, without waiting on anything outside the process (a
@@ -195,6 +209,11 @@ class Channel:
     def shown_label(self) -> str:
         """What people call it: its label, or its name when it has none."""
         return str(self.label) if self.label else self.name
+
+    @property
+    def shown_in_sentence(self) -> str:
+        """What a sentence calls it: label_in_sentence, or what people call it."""
+        return str(self.label_in_sentence) if self.label_in_sentence else self.shown_label
 
     def clean_address(self, address: str) -> str:
         """address as it is stored, or ValidationError saying what is wrong with it, in the
@@ -227,6 +246,11 @@ class Channel:
         raise NotImplementedError
 
     def send(self, outgoing: Outgoing) -> SendResult:
+        raise NotImplementedError
+
+    def probe(self) -> Probe:
+        """Of a channel that probes: ask the provider who the site is, and how fast it
+        answers; raise a ChannelError when it cannot say."""
         raise NotImplementedError
 
     def pace(self) -> Pace | None:

@@ -18,13 +18,14 @@ from typing import Any, ClassVar
 from django.core.exceptions import ValidationError
 
 from transports import http
-from transports.base import AddressSource, Channel, ChannelError, Outgoing, SendResult
+from transports.base import AddressSource, Channel, ChannelError, Outgoing, Probe, SendResult
 
 
 class BotChannel(Channel):
     """Sends through a bot; without a token every send fails, permanently, saying so."""
 
     address_source = AddressSource.CHANNEL_ADDRESS
+    probes = True
     title: ClassVar[str]  # the provider's name, as an error message says it
     peer: ClassVar[http.Peer]  # whose replies these are, for classify
     default_base_url: ClassVar[str]
@@ -98,7 +99,7 @@ class BotChannel(Channel):
         """The bot's name in the identity endpoint's reply, or "" when it does not say."""
         raise NotImplementedError
 
-    def probe(self) -> http.Probe:
+    def probe(self) -> Probe:
         """Ask the API who the bot is: the round trip's seconds and the bot's name."""
         token = self._token()
         response = self.call(token, "GET", self.identity_path)
@@ -109,7 +110,7 @@ class BotChannel(Channel):
                 f"{self.identity_path} answered without a bot username.",
                 retryable=True,
             )
-        return http.Probe(seconds=response.seconds, name=name)
+        return Probe(seconds=response.seconds, name=name)
 
     def account(self) -> str:
         """A short hash of the bot token: each bot has its own budget at the provider, and

@@ -38,6 +38,7 @@ from email.mime.text import MIMEText
 from email.utils import formataddr, formatdate, parseaddr
 
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage, mailers
 from django.core.mail.backends.base import BaseEmailBackend
@@ -97,12 +98,29 @@ class EmailChannel(pools.Keeper, Channel):
 
     name = "email"
     label = gettext_lazy("Email")
+    label_in_sentence = gettext_lazy("email")
     address_source = AddressSource.EMAIL
     # An email waits in an inbox: quiet hours hold it only when the recipient asks.
     quiet_hours = QuietHours.WHEN_ASKED
     offers_unsubscribe = True
     mailer = "default"
     idle_seconds = IDLE_SECONDS
+
+    def check(self) -> list[checks.CheckMessage]:
+        """Every email goes out from DEFAULT_FROM_EMAIL: one that is not an address would fail
+        them all, so it stops start-up instead."""
+        try:
+            sender_of(settings.DEFAULT_FROM_EMAIL)
+        except ValueError as exc:
+            return [
+                checks.Error(
+                    f"DEFAULT_FROM_EMAIL: {exc}",
+                    hint='An address, or a name and an address: "v10r <noreply@example.com>".',
+                    obj=type(self),
+                    id="transports.E010",
+                )
+            ]
+        return super().check()
 
     def __init__(self) -> None:
         # Each sender thread's mail backend, and the connection it keeps open.

@@ -113,14 +113,6 @@ class Response:
             return None
 
 
-@dataclass(frozen=True)
-class Probe:
-    """What a bot's identity endpoint said: how long it took, and the bot's name."""
-
-    seconds: float
-    name: str
-
-
 # --- What a reply means ------------------------------------------------------------------
 
 

@@ -17,13 +17,18 @@ import transports as channels
 from core.admin_wording import Worded
 from core.database import DatabaseNow
 from recipients import deactivation
-from recipients.forms import ChannelAddressForm
+from recipients.forms import ChannelAddressForm, give_webhook_secret
 from recipients.models import ChannelAddress, WebhookSecret
 from transports import signing
 from transports.base import ChannelError
 
 # Stored as a message id, translated when the history is read (object_history.html).
 ROTATED = gettext_noop("Rotated the webhook secret.")
+
+
+def signed_channels() -> list[str]:
+    """The configured channels whose addresses have signing secrets (Channel.signed_with_secret)."""
+    return [name for name, c in channels.configured().items() if c.signed_with_secret]
 
 
 def masked(secret: str) -> str:
@@ -96,7 +101,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         if not self.has_probe_permission(request):
             raise PermissionDenied
         channel = channels.get(name) if name in settings.DELIVERY_CHANNELS else None
-        if channel is None or not hasattr(channel, "probe"):
+        if channel is None or not channel.probes:
             raise Http404
         try:
             answer = channel.probe()
@@ -104,14 +109,18 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
             self.message_user(
                 request,
                 gettext("%(channel)s: the probe failed: %(code)s, %(message)s")
-                % {"channel": name, "code": exc.code, "message": exc.message},
+                % {"channel": channel.shown_label, "code": exc.code, "message": exc.message},
                 messages.ERROR,
             )
         else:
             self.message_user(
                 request,
                 gettext("%(channel)s: %(name)s answered in %(ms)s ms.")
-                % {"channel": name, "name": answer.name, "ms": round(answer.seconds * 1000)},
+                % {
+                    "channel": channel.shown_label,
+                    "name": answer.name,
+                    "ms": round(answer.seconds * 1000),
+                },
                 messages.SUCCESS,
             )
         return HttpResponseRedirect(reverse("admin:index"))
@@ -156,11 +165,9 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         if obj.is_active and obj.deactivated_at:
             obj.deactivated_at, obj.deactivated_reason = None, ""
         super().save_model(request, obj, form, change)
-        # A webhook is only ever sent signed: without a secret every delivery would fail
-        # WEBHOOK_NO_SECRET. One is made with the address (or when it becomes a webhook).
-        if obj.channel == "webhook" and not WebhookSecret.objects.filter(address=obj).exists():
-            secret = signing.new_secret()
-            WebhookSecret.objects.create(address=obj, secret=secret)
+        # A signed channel's address is only ever sent signed (a webhook without a secret
+        # fails WEBHOOK_NO_SECRET): one is made with the address, or when it becomes one.
+        if secret := give_webhook_secret(obj):
             self.show_new_secret(request, address=obj, secret=secret)
 
     def show_new_secret(self, request, *, address: ChannelAddress, secret: str) -> None:
@@ -183,7 +190,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
         description=_("Rotate the webhook secret (the old one stays valid)"),
     )
     def rotate_webhook_secret(self, request, queryset):
-        for address in queryset.filter(channel="webhook"):
+        for address in queryset.filter(channel__in=signed_channels()):
             new = signing.new_secret()
             row, made = WebhookSecret.objects.get_or_create(
                 address=address, defaults={"secret": new}
@@ -198,7 +205,7 @@ class ChannelAddressAdmin(Worded, admin.ModelAdmin):
     @admin.action(permissions=["change"], description=_("Drop the previous webhook secret"))
     def drop_previous_webhook_secret(self, request, queryset):
         dropped = WebhookSecret.objects.filter(
-            address__in=queryset.filter(channel="webhook")
+            address__in=queryset.filter(channel__in=signed_channels())
         ).exclude(previous_secret="")
         count = dropped.update(previous_secret="")
         self.message_user(

@@ -400,6 +400,46 @@ def test_a_time_zone_and_quiet_hours_are_stored_with_the_pages_language(signed_i
     assert "Ihre Zeitzone und Ruhezeiten sind gespeichert." in text(signed_in.get("/de" + CENTRE))
 
 
+@pytest.mark.parametrize(
+    ("prefix", "box", "intro"),
+    [
+        ("", "Hold messages by email during quiet hours too", "messages by email wait too"),
+        (
+            "/ru",
+            "Задерживать в тихие часы и сообщения по каналу «электронная почта»",
+            "сообщения по каналу «электронная почта» ждут тоже",
+        ),
+        (
+            "/de",
+            "Während der Ruhezeiten auch Nachrichten per E-Mail zurückhalten",
+            "Nachrichten per E-Mail warten auch",
+        ),
+    ],
+)
+def test_the_box_for_channels_held_when_asked_names_them_in_the_users_language(
+    signed_in, prefix, box, intro
+):
+    page = text(signed_in.get(prefix + CENTRE))
+    assert box in page
+    assert intro in page
+
+
+def test_a_site_without_a_channel_held_when_asked_has_no_box_and_keeps_the_stored_one(
+    signed_in, ada, settings
+):
+    Recipient.objects.create(user=ada, quiet_email=True)
+    settings.DELIVERY_CHANNELS = {
+        name: path for name, path in settings.DELIVERY_CHANNELS.items() if name != "email"
+    }
+    page = text(signed_in.get(CENTRE))
+    assert 'name="quiet_email"' not in page
+    assert "wait too if you tick the box" not in page
+    assert (
+        save(signed_in, "quiet", quiet(quiet_start="22:00", quiet_end="07:00")).status_code == 302
+    )
+    assert Recipient.objects.get(user=ada).quiet_email is True
+
+
 def test_an_existing_recipients_language_is_kept(signed_in, ada):
     Recipient.objects.create(user=ada, language="ru")
     save(signed_in, "quiet", quiet(), prefix="/de")
@@ -503,8 +543,11 @@ def test_a_bad_address_is_refused_as_the_staff_console_refuses_it(
         assert f'value="{html.escape(address)}"' in response.content.decode()
 
 
-def test_a_webhook_address_gets_a_signing_secret_shown_once(signed_in, ada, settings):
+def test_a_webhook_address_gets_a_signing_secret_shown_once(
+    signed_in, ada, settings, rebuilt_channels
+):
     settings.DELIVERY_WEBHOOK_ALLOW_LOOPBACK = True
+    rebuilt_channels()  # the webhook channel's guard is built from it
     response = save(signed_in, "addresses", {"address-webhook": "http://127.0.0.1:9/hook"})
     assert response.status_code == 302
     secret = WebhookSecret.objects.get(address__user=ada).secret

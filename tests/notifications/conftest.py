@@ -33,6 +33,9 @@ def registered_test_channels(settings):
     with contextlib.suppress(ImportError, AttributeError):  # a test configured a bad one
         for channel in channels.configured().values():
             channel.close()
+    # And forgotten: these were built from this test's settings (a webhook allowed loopback,
+    # say), which the next test does not share.
+    channels._load.cache_clear()
 
 
 @pytest.fixture

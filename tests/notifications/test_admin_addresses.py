@@ -339,9 +339,9 @@ def test_loopback_webhooks_are_accepted_where_the_drain_may_reach_them(
 @pytest.mark.parametrize(
     ("prefix", "error"),
     [
-        ("", "reader already has an active telegram address. Switch that one off first"),
-        ("/ru", "У reader уже есть активный адрес в канале telegram."),
-        ("/de", "reader hat schon eine aktive Adresse für telegram."),
+        ("", "reader already has an active Telegram address. Switch that one off first"),
+        ("/ru", "У reader уже есть активный адрес в канале Telegram."),
+        ("/de", "reader hat schon eine aktive Adresse für Telegram."),
     ],
 )
 def test_a_second_active_address_on_a_channel_is_refused_in_words(staff, user, prefix, error):

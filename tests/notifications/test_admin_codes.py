@@ -22,7 +22,8 @@ CODE = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b")
 
 def written_codes() -> list[re.Pattern]:
     """Every code passed to a channel error (ChannelError, HttpChannelError) or as code= to
-    anything, found in the source: literals, and f-strings read as patterns (HTTP_{status})."""
+    anything, found in the source of the engine, the recipients' rules and the channels:
+    literals, and f-strings read as patterns (HTTP_{status})."""
     found = []
     rooms = (notifications, recipients, transports)
     paths = [p for room in rooms for p in Path(room.__file__).parent.rglob("*.py")]

@@ -218,5 +218,5 @@ def test_a_sender_that_is_not_an_address_stops_start_up(settings, sender, says):
 
     sender_of.cache_clear()
     settings.DEFAULT_FROM_EMAIL = sender
-    [error] = [e for e in checks.run_checks() if e.id == "notifications.E005"]
+    [error] = [e for e in checks.run_checks() if e.id == "transports.E010"]
     assert says in error.msg

@@ -1,0 +1,1 @@
+"""A site's own package: the worked example of docs/channels.md."""
