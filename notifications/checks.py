@@ -11,6 +11,7 @@ from django.core.checks import Error, Warning, register
 import transports as channels
 from notifications import backoff, lanes, pacing
 from transports.base import Channel
+from transports.checks import check_channels as channel_problems
 
 # Time for the claim, the group writes and the thread hand-offs of one batch, beyond the sends.
 LEASE_MARGIN = timedelta(seconds=5)
@@ -82,33 +83,11 @@ def cron_budget_problem(*, budget: timedelta) -> str | None:
     return None
 
 
-@register()
-def check_channels(app_configs=None, **kwargs):
-    errors = []
-    for name, path in settings.DELIVERY_CHANNELS.items():
-        try:
-            channel = channels.get(name)
-        except ImportError as exc:
-            errors.append(
-                Error(
-                    f"DELIVERY_CHANNELS[{name!r}] = {path!r} cannot be imported: {exc}",
-                    id="notifications.E003",
-                )
-            )
-            continue
-        if not isinstance(channel, Channel):
-            errors.append(
-                Error(
-                    f"DELIVERY_CHANNELS[{name!r}] = {path!r} is not a Channel.",
-                    id="notifications.E006",
-                )
-            )
-    return errors
-
-
 @register(deploy=False)
 def check_lease_and_tick(app_configs=None, **kwargs):
-    if check_channels():
+    # A channel that cannot be built has its own error (transports/checks.py); the lease
+    # cannot be judged without it.
+    if any(problem.is_serious() for problem in channel_problems()):
         return []
     errors = []
     problem = lease_problem(
