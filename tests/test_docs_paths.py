@@ -26,9 +26,12 @@ def documents(root: Path = BASE_DIR) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
-def _exists(path: str, *, root: Path) -> bool:
+def _exists(path: str, *, root: Path, document: Path | None = None) -> bool:
     if (root / path).exists():
         return True
+    # A link relative to the document itself (docs/x.md naming ../tests/y.py).
+    if path.startswith("../") and document is not None:
+        return (document.parent / path).resolve().is_file()
     # A template as Django names it: found in an app's templates folder, or the project's.
     if path.endswith(".html"):
         return (
@@ -43,7 +46,7 @@ def missing(document: Path, *, root: Path = BASE_DIR) -> list[str]:
     found = []
     for number, line in enumerate(document.read_text().splitlines(), start=1):
         for path in PATH.findall(line):
-            if not _exists(path, root=root):
+            if not _exists(path, root=root, document=document):
                 found.append(f"{document.relative_to(root).as_posix()}:{number} {path}")
     return found
 
