@@ -3,7 +3,7 @@ PYTHON ?= $(shell scripts/find-python)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-fast lint bench db-stop messages
+.PHONY: run test test-fast test-without-showcases lint bench db-stop messages
 
 # The site's port and the SMTP sink's: make run PORT=8001 SMTP_PORT=1026
 PORT ?= 8000
@@ -21,6 +21,12 @@ test: $(VENV)/.installed
 # The edit-test loop: everything but the Chromium and Firefox (browser) and gunicorn-behind-nginx (deploy) tests.
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -m "not browser and not deploy" $(PYTEST_ARGS)
+
+# The engine's, the recipients' and the accounts' tests again on a site without the showcase
+# (V10R_SHOWCASES=0): the tests that need it are marked showcase and deselected, never skipped.
+test-without-showcases: export V10R_SHOWCASES := 0
+test-without-showcases: $(VENV)/.installed
+	$(VENV)/bin/pytest -m "not browser and not deploy and not showcase" tests/notifications tests/recipients tests/accounts tests/test_layers.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m pwa.icons --check

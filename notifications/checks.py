@@ -149,56 +149,6 @@ def check_lanes(app_configs=None, **kwargs):
     ]
 
 
-def _shipped_channel_names() -> set[str]:
-    """The names of the channels this project ships (transports/), run here or
-    not: a category's default may name a channel a site leaves out of V10R_CHANNELS."""
-    import importlib
-    import pkgutil
-
-    import transports as package
-
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{module.name}")
-    names, kinds = set(), list(Channel.__subclasses__())
-    while kinds:
-        kind = kinds.pop()
-        kinds += kind.__subclasses__()
-        if isinstance(getattr(kind, "name", None), str):
-            names.add(kind.name)
-    return names
-
-
-@register()
-def check_catalogue(app_configs=None, **kwargs):
-    """Every message names a category, and every category's defaults name channels: a typo
-    in either would let a notification through that its recipient turned off."""
-    from recipients import catalogue
-
-    errors = [
-        Error(
-            f"The message {key!r} names the category {message.category!r}, which "
-            "recipients/catalogue.py does not declare.",
-            hint=f"Use one of: {', '.join(catalogue.CATEGORIES)}.",
-            id="notifications.E020",
-        )
-        for key, message in catalogue.MESSAGES.items()
-        if message.category not in catalogue.CATEGORIES
-    ]
-    known = set(settings.DELIVERY_CHANNELS) | _shipped_channel_names()
-    errors += [
-        Error(
-            f"The category {name!r} has a default for the channel {channel!r}, which is no "
-            "channel this project has.",
-            hint=f"Use one of: {', '.join(sorted(known))}.",
-            id="notifications.E021",
-        )
-        for name, category in catalogue.CATEGORIES.items()
-        for channel in category.defaults
-        if channel not in known
-    ]
-    return errors
-
-
 def throttle_problems(throttles, *, categories) -> list[str]:
     """What is wrong with NOTIFICATION_THROTTLES ({category: (limit, seconds)}), in words."""
     if not isinstance(throttles, dict):

@@ -79,7 +79,7 @@ class Throttle:
 
 def throttle_of(category: str) -> Throttle | None:
     """The throttle of category: NOTIFICATION_THROTTLES, else the site's default; None for a
-    required category, one no recipient chooses (the showcase's demo), or a limit of 0."""
+    required category, one no recipient chooses (a showcase's own rows), or a limit of 0."""
     known = catalogue.CATEGORIES[category]
     if known.required or not known.choosable:
         return None

@@ -178,7 +178,8 @@ def drain(
     if not claimed:
         return report
     # RETURNING has no order: the higher lanes' rows first, so no lower lane's send (a slow
-    # demo send) starts before one of theirs. sort() is stable: within a lane, claim order.
+    # send a showcase makes on purpose) starts before one of theirs. sort() is stable: within
+    # a lane, claim order.
     # A batch of one lane (the most common) is in order already.
     if len({d.lane for d in claimed}) > 1:
         claimed.sort(key=lambda d: outbox.rank(d.lane))
@@ -333,30 +334,27 @@ def _deactivate(blocked: list[Finished]) -> None:
 # The address sources a send cannot go without.
 ADDRESSED = frozenset({AddressSource.EMAIL, AddressSource.CHANNEL_ADDRESS})
 
-# The messages whose category a recipient chooses (and quiet hours may hold): the rows whose
-# choices a drain reads again before it sends them. Not a required category (always sent,
-# never held), not one nobody chooses (the showcase's demo).
-_CHOSEN = frozenset(
-    key
-    for key, message in catalogue.MESSAGES.items()
-    if catalogue.CATEGORIES[message.category].choosable
-    and not catalogue.CATEGORIES[message.category].required
-)
+
+def _chooses(category: catalogue.Category | None) -> bool:
+    """Whether a recipient's choices (and quiet hours) apply to category: the drain reads them
+    again before it sends. Not a required category (always sent, never held), not one nobody
+    chooses (a site's own rows)."""
+    return category is not None and category.choosable and not category.required
 
 
 def _chosen_category(delivery: ClaimedDelivery) -> str | None:
     """The category of delivery when its recipient chooses it; None when no choice of theirs
-    applies (a required category, the demo, a message no longer in the catalogue)."""
+    applies (a required category, one nobody chooses, a message no longer in the catalogue).
+    The catalogue is read here, not once at import: apps register into it when they are
+    ready, after this module may have been imported."""
     key = delivery.message_key
-    if key in _CHOSEN:
-        return catalogue.MESSAGES[key].category
     if key == digests.DIGEST:
         # A carrier gathers one category, named in its params (digests.CARRIER_SQL).
         name = delivery.message_params.get("category")
-        category = catalogue.CATEGORIES.get(name)
-        if category is not None and category.choosable and not category.required:
-            return name
-    return None
+    else:
+        message = catalogue.MESSAGES.get(key)
+        name = message.category if message else None
+    return name if _chooses(catalogue.CATEGORIES.get(name)) else None
 
 
 def _category_name(delivery: ClaimedDelivery) -> str:

@@ -1,9 +1,10 @@
 """The claim's lanes (DELIVERY_LANES): each pending delivery waits on one, and a claim takes
 the lanes in rank order, so a backlog on a lower lane never holds up a higher one.
 
-A lane's cap bounds how many of its rows one batch may take: the visitors' demo lane is
-capped at one round of sends, so the batch after it, and every row of a higher lane in it,
-is not held up by slow demo sends. An uncapped lane takes what the higher lanes left.
+A lane's cap bounds how many of its rows one batch may take: a lane of slow sends (the
+showcase's, which the settings add with it) is capped at one round of them, so the batch after
+it, and every row of a higher lane in it, is not held up by them. An uncapped lane takes what
+the higher lanes left.
 """
 
 from __future__ import annotations

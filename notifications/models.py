@@ -14,12 +14,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+import transports as channels
 from core.database import DatabaseNow
-
-# The visitors' channel on the showcase page. Its rows are sent on the "demo" lane (the
-# showcase enqueues them with priority="demo"), behind every other lane; the name of the
-# channel itself is what Needs attention leaves out and what the showcase caps and prunes by.
-DEMO_CHANNEL = "demo"
 
 # The lane a delivery is claimed on when its sender names no priority (DELIVERY_LANES).
 DEFAULT_LANE = "normal"
@@ -84,8 +80,9 @@ class ShownStatus(models.TextChoices):
 
 # Every derived state once, as a Q for the ORM and as the same predicate in SQL, on the
 # deliveries table's own column names, for the raw statements (notifications/outbox.py,
-# stats.py, metrics.py, retention.py, showcases/queue_demo.py). tests/notifications/
-# test_shown_status.py holds each pair to the same rows on a table that has every state.
+# stats.py, metrics.py, retention.py, and the apps above that read the table). tests/
+# notifications/test_shown_status.py holds each pair to the same rows on a table that has
+# every state.
 RETRYING = Q(status=Status.PENDING, attempts__gt=models.F("attempt_base"))
 RETRYING_SQL = f"(status = '{Status.PENDING}' AND attempts > attempt_base)"
 # The rest of pending (attempt_base never passes attempts: a CHECK says so).
@@ -99,10 +96,31 @@ DUE_SQL = f"(status = '{Status.PENDING}' AND next_attempt_at <= now())"
 FINISHED_STATUSES = (Status.SENT, Status.FAILED, Status.DEAD, Status.CANCELLED, Status.SKIPPED)
 FINISHED = Q(status__in=FINISHED_STATUSES)
 FINISHED_SQL = "(status IN ({}))".format(", ".join(f"'{s}'" for s in FINISHED_STATUSES))
-# Dead rows: a transient fault outlived the budget, and a human should look. Not the visitors'
-# demo rows: those die because a visitor asked them to.
-NEEDS_ATTENTION = Q(status=Status.DEAD) & ~Q(channel=DEMO_CHANNEL)
-NEEDS_ATTENTION_SQL = f"(status = '{Status.DEAD}' AND channel <> '{DEMO_CHANNEL}')"
+
+
+def _unwatched_channels() -> list[str]:
+    """The configured channels whose dead rows nobody need look at (Channel.needs_attention
+    False: a showcase's, whose rows die because a visitor asked them to), by name."""
+    return sorted(name for name, c in channels.configured().items() if not c.needs_attention)
+
+
+# Dead rows: a transient fault outlived the budget, and a human should look, but on a channel
+# that says its dead rows need nobody. Functions, not constants like the states above: they
+# read the configured channels, which the settings (and a test's override) decide.
+def needs_attention() -> Q:
+    unwatched = _unwatched_channels()
+    dead = Q(status=Status.DEAD)
+    return dead & ~Q(channel__in=unwatched) if unwatched else dead
+
+
+def needs_attention_sql() -> str:
+    """needs_attention() for raw statements. Channel names are settings keys, quoted here as
+    SQL literals (a quote doubled), so no name can end the literal."""
+    unwatched = ", ".join("'{}'".format(name.replace("'", "''")) for name in _unwatched_channels())
+    if not unwatched:
+        return f"(status = '{Status.DEAD}')"
+    return f"(status = '{Status.DEAD}' AND channel NOT IN ({unwatched}))"
+
 
 # Each ShownStatus as a Q and as SQL: pending and retrying derived, the others as stored.
 SHOWN = {
@@ -210,8 +228,8 @@ class DeliveryQuerySet(models.QuerySet):
         return self.filter(FINISHED)
 
     def needs_attention(self):
-        """Dead rows, but the visitors' demo rows (NEEDS_ATTENTION)."""
-        return self.filter(NEEDS_ATTENTION)
+        """Dead rows, but on channels whose dead rows need nobody (needs_attention())."""
+        return self.filter(needs_attention())
 
 
 class NotificationDelivery(models.Model):
@@ -333,10 +351,6 @@ class NotificationDelivery(models.Model):
                 condition=Q(status="processing"),
                 name="deliveries_reap",
             ),
-            # The visitors' demo rows, for their site-wide cap and for deleting them soon.
-            models.Index(
-                fields=["created_at"], condition=Q(channel=DEMO_CHANNEL), name="deliveries_demo"
-            ),
             # The admin's lists, newest first, without sorting a million rows.
             models.Index(fields=["-created_at", "-id"], name="deliveries_recent"),
             # The dashboard's last 24 hours: channel health and deliveries per hour. It carries
@@ -359,10 +373,10 @@ class NotificationDelivery(models.Model):
             models.Index(
                 fields=["-created_at", "-id"], condition=RETRYING, name="deliveries_retrying"
             ),
-            # Needs attention leaves out the demo channel, and the admin counts it on every page;
-            # the failed list offers its error codes as a filter; /metrics counts both states
-            # per channel. The columns they need are carried, so each is read from the index
-            # alone.
+            # Needs attention leaves out the channels whose dead rows need nobody, and the admin
+            # counts it on every page; the failed list offers its error codes as a filter;
+            # /metrics counts both states per channel. The columns they need are carried, so
+            # each is read from the index alone.
             models.Index(
                 fields=["-created_at", "-id"],
                 include=["channel"],

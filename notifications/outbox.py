@@ -572,8 +572,8 @@ WITH RECURSIVE lanes(lane) AS (
 )
 """.strip()
 
-# Pending rows in a lane the settings no longer name (a lane renamed or removed, the
-# showcase's demo lane on a site without it) would never be claimed: they join the default
+# Pending rows in a lane the settings no longer name (a lane renamed or removed, an
+# app's own lane on a site that no longer installs it) would never be claimed: they join the default
 # lane. Run with the reaper, once an interval.
 ADOPT_LOST_LANES_SQL = f"""
 {PENDING_LANES_CTE}

@@ -17,6 +17,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.contrib.staticfiles.storage import staticfiles_storage
@@ -32,11 +33,16 @@ ENTRY_POINTS = (
     "icons/icon-maskable-512.png",
     "django_htmx/htmx-2.min.js",  # what {% htmx_script %} loads
     "pwa/register.js",
+)
+# The showcase's pages' scripts, kept only on a site that has the showcase (V10R_SHOWCASES).
+SHOWCASE_ENTRY_POINTS = (
     "showcases/workers-page.js",
     "showcases/queue-live.js",
     "showcases/jobs-live.js",
     "showcases/image-analysis.worker.js",  # named in the page's data-worker-url
 )
+# Its endpoints that answer a visitor's action, never served from the cache.
+SHOWCASE_NEVER = ("showcases:analyse", "showcases:queue", "showcases:try")
 
 # import … from "./x.js", import "./x.js", export … from "./x.js", import("./x.js")
 IMPORT = re.compile(
@@ -61,7 +67,8 @@ def _source(name: str) -> str:
 def static_files() -> list[str]:
     """The static names to precache: the entry points and, for scripts, their imports."""
     seen: list[str] = []
-    queue = list(ENTRY_POINTS)
+    showcase = SHOWCASE_ENTRY_POINTS if apps.is_installed("showcases") else ()
+    queue = [*ENTRY_POINTS, *showcase]
     while queue:
         name = queue.pop(0)
         if name in seen:
@@ -112,9 +119,7 @@ def _worker_config() -> dict:
             "never": [
                 "/admin/",
                 "/cron/",
-                reverse("showcases:analyse"),
-                reverse("showcases:queue"),
-                reverse("showcases:try"),
+                *(reverse(name) for name in SHOWCASE_NEVER if apps.is_installed("showcases")),
                 reverse("service-worker"),
             ],
         },

@@ -1,20 +1,28 @@
-"""The catalogue of messages notifications can carry, by key.
+"""The catalogue of messages notifications can carry, by key, and the categories recipients
+choose them by.
 
 A notification stores only a key and its parameters; the words are chosen when a delivery is
 sent, in the recipient's language, so a message queued in English reaches a Russian reader in
 Russian.
+
+The catalogue starts empty: every app registers the categories and messages it owns, from a
+module named notifications.py, the way it registers admin models from admin.py
+(docs/messages.md). RecipientsConfig.ready() imports each installed app's notifications.py in
+INSTALLED_APPS order, so the catalogue's order, which is the preference centre's, is the same
+on every start, and an app left out of INSTALLED_APPS brings none of its entries.
 """
 
 from __future__ import annotations
 
+import inspect
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.apps import apps
 from django.utils import translation
 from django.utils.functional import Promise
-from django.utils.translation import gettext_lazy as _
 
 
 @dataclass(frozen=True)
@@ -29,41 +37,25 @@ class Category:
     # link, and at least one channel stays on (the preference centre refuses to turn off the
     # last one, and enqueue keeps the first reachable one if the stored choices do).
     required: bool = False
-    # Listed on the preference centre: False for rows only the site itself is sent (the
-    # showcase's demo), which are not a person's choice.
+    # Listed on the preference centre: False for rows only the site itself is sent (a
+    # showcase's own rows), which are not a person's choice.
     choosable: bool = True
 
     def default_for(self, channel: str) -> bool:
         return self.defaults.get(channel, True)
 
 
-# Every notification's category, by name: the catalogue's messages each name one.
-CATEGORIES: dict[str, Category] = {
-    "security": Category(
-        label=_("Security"),
-        description=_("Password resets and other messages about access to your account."),
-        required=True,
-    ),
-    "account": Category(
-        label=_("Your account"),
-        description=_("Welcome messages and news about your account."),
-        # A webhook is a machine's endpoint: it gets account news only when asked for.
-        defaults={"webhook": False},
-    ),
-    "demo": Category(
-        label=_("Showcase"),
-        description=_("The rows visitors send with “Try it” on the workers page."),
-        choosable=False,
-    ),
-}
-
-
 @dataclass(frozen=True)
 class Message:
     subject: Promise
     body: Promise
-    # A key of CATEGORIES: what the recipient's preferences are read by.
+    # A registered category's name: what the recipient's preferences are read by.
     category: str
+    # The parameters its words use, which every sender must pass (send_notification refuses a
+    # notification without one). Every placeholder of the subject and the body, in every
+    # language, must be one of them (`manage.py check`, recipients/checks.py): a translation
+    # cannot ask for a value no sender gives.
+    params: frozenset[str] = frozenset()
     # Parameters that grant something to whoever reads them (a password-reset link): the
     # recipient gets them in the message, staff never see them (shown_params).
     secret: frozenset[str] = frozenset()
@@ -76,65 +68,87 @@ class Rendered:
     language: str
 
 
-MESSAGES: dict[str, Message] = {
-    "welcome": Message(
-        subject=_("Welcome to v10r, {name}"),
-        body=_(
-            "Hello {name}. This message went through the outbox: queued in a transaction, "
-            "claimed by a worker, sent, and recorded under its fencing token."
-        ),
-        category="account",
-    ),
-    "queue.demo": Message(
-        subject=_("A notification from the queue"),
-        # Shown beside the row's state on the page, so it says what happens, not what has.
-        body=_("Queued as “{label}”, for the drain loop to claim and deliver."),
-        category="demo",
-    ),
-    # accounts/forms.py queues it; the link carries Django's reset token, so it lives in the
-    # notification's parameters until pruning (docs/accounts.md).
-    "account.password_reset": Message(
-        subject=_("Reset your password on {site_name}"),
-        body=_(
-            "Someone asked to reset the password of the account {username} on {site_name}. "
-            "To choose a new password, open this link:\n\n{url}\n\n"
-            "The link works once, and for a limited time. If you did not ask, ignore this "
-            "email: your password stays as it is."
-        ),
-        category="security",
-        # Anyone who reads the link can set the password, until it is used or expires.
-        secret=frozenset({"url"}),
-    ),
-    # accounts/signup.py queues one of these two for every sign-up it accepts, and nothing
-    # else: the answer cannot tell a new address from one that has an account.
-    "account.confirm_sign_up": Message(
-        subject=_("Confirm your email address on {site_name}"),
-        body=_(
-            "Someone signed up on {site_name} with this email address. To confirm it and "
-            "sign in, open this link and enter the password chosen at sign-up:\n\n{url}\n\n"
-            "The link works once, for 24 hours. If you did not sign up, ignore this email: "
-            "nobody can sign in to the account, and it is deleted within a week."
-        ),
-        category="security",
-        # With the password, it opens the account, until it is used or expires.
-        secret=frozenset({"url"}),
-    ),
-    "account.sign_up_taken": Message(
-        subject=_("Someone tried to sign up on {site_name} with your address"),
-        body=_(
-            "Someone tried to sign up on {site_name} with this email address, which already "
-            "has the account {username}. No second account was made, and yours is unchanged."
-            "\n\nIf it was you, sign in here:\n\n{sign_in_url}\n\n"
-            "Forgot your password? Choose a new one here:\n\n{reset_url}\n\n"
-            "If it was not you, ignore this email."
-        ),
-        category="security",
-    ),
-}
+@dataclass(frozen=True)
+class Duplicate:
+    """A second registration of a name already taken, refused: the first one stands."""
+
+    kind: str  # "category" or "message"
+    name: str
+    app: str  # the app whose registration was refused
+    first_app: str  # the app that registered the name first
+
+
+# Every notification's category, by name, and every message, by key, in registration order.
+CATEGORIES: dict[str, Category] = {}
+MESSAGES: dict[str, Message] = {}
+# Which app registered each one, for the checks to name (an app's label; a module's name when
+# the registering code is in no installed app).
+CATEGORY_APPS: dict[str, str] = {}
+MESSAGE_APPS: dict[str, str] = {}
+# Registrations refused because the name was taken: `manage.py check` reports each.
+DUPLICATES: list[Duplicate] = []
+
+# The module each installed app registers its entries from.
+MODULE = "notifications"
+
+
+def _caller_app() -> str:
+    """The label of the app whose code called register_*(), found from the calling module as
+    Django finds a model's app; the module's own name when no installed app contains it."""
+    frame = inspect.currentframe()
+    module = frame.f_back.f_back.f_globals.get("__name__", "") if frame else ""
+    config = apps.get_containing_app_config(module)
+    return config.label if config is not None else module
+
+
+def _register(kind, entries, owners, name, entry, app) -> None:
+    if name in entries:
+        if owners[name] == app and entries[name] == entry:
+            return  # the same entry again, from the same app: nothing changes
+        DUPLICATES.append(Duplicate(kind=kind, name=name, app=app, first_app=owners[name]))
+        return
+    entries[name] = entry
+    owners[name] = app
+
+
+def register_category(name: str, category: Category, *, app: str | None = None) -> Category:
+    """Add category under name, as registered by app (by default, the calling module's app).
+
+    A name registered already keeps its first category; the second registration is recorded
+    for `manage.py check` to report (recipients.E004) rather than raised, so the site still
+    starts and the check names both apps."""
+    _register("category", CATEGORIES, CATEGORY_APPS, name, category, app or _caller_app())
+    return category
+
+
+def register_message(key: str, message: Message, *, app: str | None = None) -> Message:
+    """Add message under key, as registered by app (by default, the calling module's app).
+
+    Its category may be registered later, by the same app or another: `manage.py check` holds
+    every message to a registered category once all are in (recipients.E001)."""
+    _register("message", MESSAGES, MESSAGE_APPS, key, message, app or _caller_app())
+    return message
+
+
+def unregister_category(name: str) -> None:
+    """Remove the category registered under name (KeyError when there is none)."""
+    del CATEGORIES[name]
+    del CATEGORY_APPS[name]
+
+
+def unregister_message(key: str) -> None:
+    """Remove the message registered under key (KeyError when there is none)."""
+    del MESSAGES[key]
+    del MESSAGE_APPS[key]
 
 
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def fields(message: Message) -> set[str]:
+    """The placeholders of message's subject and body, in the active language."""
+    return _fields(str(message.subject)) | _fields(str(message.body))
 
 
 def validate(*, key: str, params: Mapping[str, Any]) -> None:
@@ -145,7 +159,7 @@ def validate(*, key: str, params: Mapping[str, Any]) -> None:
         known = ", ".join(sorted(MESSAGES))
         raise ValueError(f"Unknown message key {key!r}; known keys: {known}.") from None
     with translation.override("en"):
-        needed = _fields(str(message.subject)) | _fields(str(message.body))
+        needed = message.params | fields(message)
     missing = sorted(needed - set(params))
     if missing:
         raise ValueError(f"Message {key!r} needs the parameter(s): {', '.join(missing)}.")

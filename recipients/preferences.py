@@ -157,7 +157,7 @@ def of_each(user_ids: Iterable[int]) -> dict[int, Preferences]:
 
 def choosable_channels() -> list[str]:
     """The channels a recipient chooses between: every channel the site runs that says it is
-    chosen (Channel.choosable; not one a site keeps to itself, like the showcase's demo)."""
+    chosen (Channel.choosable; not one a site keeps to itself, like a showcase's)."""
     return [name for name, channel in channels.configured().items() if channel.choosable]
 
 

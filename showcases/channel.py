@@ -13,7 +13,6 @@ from datetime import timedelta
 
 from django.utils.translation import gettext_lazy as _
 
-from notifications.models import DEMO_CHANNEL
 from transports.base import (
     AddressSource,
     Channel,
@@ -24,6 +23,12 @@ from transports.base import (
 )
 
 SEND_SECONDS = 0.8
+# The channel's name, under which the settings configure it when the showcase is installed
+# (v10r/settings.py), and what the showcase caps, feeds and prunes its rows by.
+DEMO_CHANNEL = "demo"
+# The claim's lane its rows are queued on (priority="demo"), behind every real delivery; the
+# settings add it with the channel, and showcases/checks.py says when either is missing.
+DEMO_LANE = "demo"
 
 
 class DemoChannel(Channel):

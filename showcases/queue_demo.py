@@ -21,7 +21,6 @@ from notifications import backoff
 from notifications.enqueue import send_notification
 from notifications.heartbeat import LoopState, LoopStatus
 from notifications.models import (
-    DEMO_CHANNEL,
     FINISHED_SQL,
     DatabaseNow,
     Notification,
@@ -29,6 +28,8 @@ from notifications.models import (
     ShownStatus,
     Status,
 )
+from showcases import notifications as catalogued
+from showcases.channel import DEMO_CHANNEL, DEMO_LANE
 
 DEMO_USERNAME = "demo-visitor"
 FEED_SIZE = 8
@@ -75,10 +76,10 @@ def enqueue(*, label: str, fail: bool) -> Notification:
         raise QueueFull
     return send_notification(
         user=demo_user(),
-        type="queue.demo",
+        type=catalogued.MESSAGE,
         params={"label": label, "fail": fail},
         channels=[DEMO_CHANNEL],
-        priority="demo",
+        priority=DEMO_LANE,
     ).notification
 
 
@@ -201,9 +202,10 @@ def explain(delivery: NotificationDelivery, *, loop: LoopStatus, max_attempts: i
 
 
 # Finished demo rows and their notifications, oldest first, a bounded number per call. Served
-# by the deliveries_demo partial index. Only a notification whose one delivery is the demo row
-# goes with it: "Try it" makes no other kind, and should code ever send a notification on demo
-# and another channel, this leaves that notification alone instead of failing on it forever.
+# by the deliveries_demo partial index (showcases/migrations/0001_deliveries_demo.py). Only a
+# notification whose one delivery is the demo row goes with it: "Try it" makes no other kind,
+# and should code ever send a notification on demo and another channel, this leaves that
+# notification alone instead of failing on it forever.
 PRUNE_DEMO_SQL = f"""
 WITH finished AS MATERIALIZED (
     SELECT d.id, d.notification_id

@@ -182,9 +182,12 @@ def test_a_showcase_may_use_the_jobs_public_modules_but_not_their_machinery(tmp_
 
 
 def test_every_package_of_the_scan_is_installed_and_every_installed_one_is_scanned():
-    packages = {p.name for p in BASE_DIR.iterdir() if (p / "__init__.py").exists()}
+    # tests/ is the suite's own (its app, tests/notes, is installed by tests/settings.py).
+    packages = {p.name for p in BASE_DIR.iterdir() if (p / "__init__.py").exists()} - {"tests"}
     installed = {app.partition(".")[0] for app in settings.INSTALLED_APPS}
-    assert packages & installed == set(PACKAGES)
+    assert packages & installed <= set(PACKAGES) <= packages
+    # The showcase is the one app a site may leave out (V10R_SHOWCASES=0).
+    assert set(PACKAGES) - installed <= {"showcases"}
 
 
 def test_the_settings_default_for_max_attempts_is_the_backoffs():

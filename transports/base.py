@@ -27,7 +27,7 @@ class AddressSource(StrEnum):
     EMAIL = "email"  # the auth user's email
     CHANNEL_ADDRESS = "channel_address"  # the user's active ChannelAddress for the channel
     ACCOUNT = "account"  # the user's account itself: every user has one (the inbox)
-    NONE = "none"  # nowhere: the channel needs no address (the showcase's demo)
+    NONE = "none"  # nowhere: the channel needs no address (a showcase's own)
 
 
 class QuietHours(StrEnum):

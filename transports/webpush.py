@@ -47,13 +47,12 @@ TOKEN_LIFETIME = timedelta(hours=12)
 MAX_DEVICES = 10
 # The notification's lane says how urgent it is (RFC 8030 §5.3) and how long a push service
 # keeps it for a device that is offline: an urgent one goes stale sooner, a low one may wait
-# for a device that saves its battery. A lane not named here (a site's own) is normal.
+# for a device that saves its battery. A lane not named here (one an app or a site adds) is
+# sent as normal: nothing says how urgent its rows are.
 LANES = {
     "high": ("high", timedelta(hours=6)),
     "normal": ("normal", timedelta(hours=24)),
     "low": ("low", timedelta(hours=72)),
-    # The visitors' demo: worth showing only while the visitor watches.
-    "demo": ("normal", timedelta(minutes=5)),
 }
 ICON = "/static/icons/icon-192.png"
 

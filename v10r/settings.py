@@ -176,6 +176,10 @@ NOTIFICATION_THROTTLE_SECONDS = environment.whole_number(
 # Per category, (limit, seconds) in place of the two above, set in a settings module that
 # imports this one: {"account": (3, 600)}. `manage.py check` says what is wrong with it.
 NOTIFICATION_THROTTLES: dict[str, tuple[int, int]] = {}
+# The showcase (/showcases/: the workers and jobs pages, and their "Try it"), installed unless
+# V10R_SHOWCASES=0. It brings a channel and a lane of its own, configured here only with it;
+# without it, the site is the queue and the accounts alone, and nothing else names either.
+_showcases = environment.boolean("V10R_SHOWCASES", default=True)
 # Channel name -> class path. Code that enqueues may only name these.
 _CHANNEL_CLASSES = {
     "email": "transports.email.EmailChannel",
@@ -184,16 +188,14 @@ _CHANNEL_CLASSES = {
     "webhook": "transports.webhook.WebhookChannel",
     "webpush": "transports.webpush.WebPushChannel",
     "inapp": "notifications.inapp.InAppChannel",
-    "demo": "showcases.channel.DemoChannel",
 }
+if _showcases:
+    # The visitors' channel of the workers page's Try it; the showcase's system check
+    # (showcases.E001) says so when V10R_CHANNELS leaves it out.
+    _CHANNEL_CLASSES["demo"] = "showcases.channel.DemoChannel"
 # V10R_CHANNELS picks which of them this site runs (comma-separated; default all): a site with
 # no Telegram bot leaves telegram out instead of carrying a channel that can only fail.
 _chosen = environment.choices("V10R_CHANNELS", known=_CHANNEL_CLASSES)
-if _chosen and "demo" not in _chosen:
-    raise SettingError(
-        f"V10R_CHANNELS={','.join(_chosen)!r} leaves out demo, which the workers page's Try it "
-        "uses; add demo to the list."
-    )
 DELIVERY_CHANNELS = {
     name: path for name, path in _CHANNEL_CLASSES.items() if not _chosen or name in _chosen
 }
@@ -385,7 +387,7 @@ INSTALLED_APPS = [
     "transports",
     "recipients",
     "notifications",
-    "showcases",
+    *(["showcases"] if _showcases else []),
     "pwa",
     "jobs",
     "accounts",
@@ -399,8 +401,9 @@ DELIVERY_LANES = {
     "normal": {"rank": 1, "cap": None},
     "low": {"rank": 2, "cap": None},
 }
-if "showcases" in INSTALLED_APPS:
-    # The visitors' demo rows, behind every real delivery. A demo send takes most of a second
+if _showcases:
+    # The visitors' demo rows, behind every real delivery (showcases.E002 says when it is
+    # missing). A demo send takes most of a second
     # on purpose (showcases/channel.py), so a batch takes at most one round of them
     # (16, the default DELIVERY_CONCURRENCY): the next batch, and any real row in it, is never
     # held up by more than one round of demo sends.

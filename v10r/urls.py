@@ -1,3 +1,4 @@
+from django.apps import apps
 from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.urls import include, path
@@ -15,9 +16,13 @@ urlpatterns = [
     path("favicon.ico", views.favicon),
     *pwa_urls.root,
 ]
+# The showcase's pages only with the showcase (V10R_SHOWCASES): its views need its channel.
+showcases = (
+    [path("showcases/", include("showcases.urls"))] if apps.is_installed("showcases") else []
+)
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
-    path("showcases/", include("showcases.urls")),
+    *showcases,
     path("account/", include("accounts.urls")),
     # An email's one-click unsubscribe link (RFC 8058), in the email's language: a mail
     # provider POSTs to it as it stands, and a prefix it gave is never redirected away.

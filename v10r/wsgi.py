@@ -3,10 +3,9 @@
 import os
 import sys
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.core.wsgi import get_wsgi_application
-
-from showcases import palette
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "v10r.settings")
 
@@ -21,5 +20,9 @@ except ImproperlyConfigured as error:
     raise SystemExit(4) from None
 
 # Every gunicorn worker, and runserver (through WSGI_APPLICATION), imports this module before
-# it serves: the palette's first analysis is paid here, not by a visitor.
-palette.warm()
+# it serves: the palette's first analysis is paid here, not by a visitor. Only on a site with
+# the showcase (V10R_SHOWCASES), whose pages it serves.
+if apps.is_installed("showcases"):
+    from showcases import palette
+
+    palette.warm()

@@ -39,7 +39,7 @@ def bob(django_user_model):
     return django_user_model.objects.create_user("bob", email="bob@example.com")
 
 
-def put(user, *, at=T0, label="x", read=False, action_url="", key="queue.demo", params=None):
+def put(user, *, at=T0, label="x", read=False, action_url="", key="test.note", params=None):
     """A notification already in user's inbox since at (as the in-app channel leaves it)."""
     return Notification.objects.create(
         user=user,
@@ -135,7 +135,7 @@ def test_archived_and_undelivered_notifications_are_not_listed(signed_in, ada):
     kept = put(ada, label="kept")
     gone = put(ada, label="gone", at=T0 + timedelta(seconds=1))
     Notification.objects.filter(pk=gone.pk).update(archived_at=T0)
-    Notification.objects.create(user=ada, type="queue.demo", message_key="queue.demo")
+    Notification.objects.create(user=ada, type="test.note", message_key="test.note")
     assert ids(signed_in.get(INBOX)) == [str(kept.pk)]
 
 
@@ -395,7 +395,7 @@ def test_mark_all_read_without_through_marks_nothing(signed_in, ada):
 
 
 def test_a_notification_sent_and_drained_through_the_in_app_channel_is_listed(signed_in, ada):
-    send_notification(user=ada, type="queue.demo", params={"label": "live"}, channels=["inapp"])
+    send_notification(user=ada, type="test.note", params={"label": "live"}, channels=["inapp"])
     assert ids(signed_in.get(INBOX)) == []
     worker.drain_once()
     response = signed_in.get(INBOX)
@@ -432,7 +432,7 @@ def spoken(response) -> str:
 def test_the_word_after_the_count_agrees_with_it(signed_in, ada, count, word):
     Notification.objects.bulk_create(
         Notification(
-            user=ada, type="queue.demo", message_key="queue.demo", inbox_at=T0 + timedelta(s)
+            user=ada, type="test.note", message_key="test.note", inbox_at=T0 + timedelta(s)
         )
         for s in range(count)
     )
@@ -468,7 +468,7 @@ def test_the_header_shows_the_unread_count_on_every_page(signed_in, ada):
 def test_the_badge_stops_at_99_plus(signed_in, ada):
     Notification.objects.bulk_create(
         Notification(
-            user=ada, type="queue.demo", message_key="queue.demo", inbox_at=T0 + timedelta(s)
+            user=ada, type="test.note", message_key="test.note", inbox_at=T0 + timedelta(s)
         )
         for s in range(inbox.UNREAD_CAP + 5)
     )

@@ -171,6 +171,14 @@ class ThreadRecordingChannel(_ThreadRecorder):
     name = "thread_recording"
 
 
+class UnwatchedChannel(RecordingChannel):
+    """A channel whose dead rows need nobody (Channel.needs_attention), as a showcase's are."""
+
+    name = "unwatched"
+    needs_attention = False
+    choosable = False
+
+
 ALL = [
     LocalChannel,
     ThreadRecordingChannel,
@@ -181,4 +189,5 @@ ALL = [
     BlockedChannel,
     GatedChannel,
     SlowChannel,
+    UnwatchedChannel,
 ]

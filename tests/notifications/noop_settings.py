@@ -1,6 +1,6 @@
 """The site's settings plus a channel that sends nothing (bench/noop.py), for drain_outbox
 processes started by tests that measure the queue itself, not a channel."""
 
-from v10r.settings import *  # noqa: F403
+from tests.settings import *  # noqa: F403
 
 DELIVERY_CHANNELS = {**DELIVERY_CHANNELS, "noop": "bench.noop.NoopChannel"}  # noqa: F405

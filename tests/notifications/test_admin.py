@@ -462,7 +462,7 @@ def insert_dead_rows(user, count: int) -> None:
     too many to drive through the outbox one claim at a time."""
     execute(
         "INSERT INTO notifications.notifications (id, user_id, type, message_key, "
-        "message_params, action_url) SELECT gen_random_uuid(), %s, 'bulk', 'queue.demo', "
+        "message_params, action_url) SELECT gen_random_uuid(), %s, 'bulk', 'test.note', "
         "'{}', '' FROM generate_series(1, %s)",
         [user.pk, count],
     )

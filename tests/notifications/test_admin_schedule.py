@@ -29,7 +29,7 @@ def scheduled(user):
     for label in ("first", "second"):
         notification = enqueue.send_notification(
             user=user,
-            type="queue.demo",
+            type="test.note",
             params={"label": label},
             channels=["recording"],
             send_at=datetime(2030, 1, 2, 15, 4, tzinfo=UTC),

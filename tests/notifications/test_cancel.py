@@ -20,7 +20,7 @@ from tests.helpers import database_url, execute, make_deliveries, mark_sent, pol
 def queue(user, key: str, *, channels=("recording",)):
     return send_notification(
         user=user,
-        type="queue.demo",
+        type="test.note",
         params={"label": key},
         channels=list(channels),
         cancel_key=key,

@@ -94,7 +94,7 @@ def test_a_bot_channel_without_its_token_warns_and_fails_its_rows(db, settings, 
 def test_with_no_channels_named_the_users_addresses_choose(db, user, peers):
     addresses(user, peers)
     ChannelAddress.objects.filter(channel="discord").update(is_active=False)
-    enqueued = enqueue.send_notification(user=user, type="queue.demo", params={"label": "x"})
+    enqueued = enqueue.send_notification(user=user, type="test.note", params={"label": "x"})
     # The inbox last: every account has one.
     assert enqueued.queued == ("email", "telegram", "webhook", "inapp")
     # The turned-off address is recorded, not left out: staff can see why it did not go.
@@ -115,7 +115,7 @@ def test_a_user_with_nowhere_to_send_gets_one_skipped_email_row(db, django_user_
         name: path for name, path in settings.DELIVERY_CHANNELS.items() if name != "inapp"
     }
     nobody = django_user_model.objects.create_user("nobody")  # no email either
-    enqueued = enqueue.send_notification(user=nobody, type="queue.demo", params={"label": "x"})
+    enqueued = enqueue.send_notification(user=nobody, type="test.note", params={"label": "x"})
     assert (enqueued.queued, enqueued.skipped) == ((), {"email": "no_address"})
     assert [(d.channel, d.status) for d in enqueued.notification.deliveries.all()] == [
         ("email", "skipped")
@@ -148,7 +148,7 @@ def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(d
     wired["webhook"].secrets = [new]  # the receiver has switched over already
     enqueue.send_notification(
         user=user,
-        type="queue.demo",
+        type="test.note",
         params={"label": "x"},
         channels=["webhook"],
     )
@@ -158,8 +158,8 @@ def test_the_webhook_carries_the_notification_and_both_secrets_during_rotation(d
     assert len(request.headers["webhook-signature"].split()) == 2
     body = request.json()
     assert (body["type"], body["key"], body["params"]) == (
-        "queue.demo",
-        "queue.demo",
+        "test.note",
+        "test.note",
         {"label": "x"},
     )
     delivery = NotificationDelivery.objects.get()

@@ -25,7 +25,7 @@ from django.db import connection
 from notifications import digests
 from recipients.models import Cadence, DigestChoice, Recipient
 from tests.dbclock import database_clock_running
-from tests.helpers import BASE_DIR, database_url, poll, start_drain
+from tests.helpers import BASE_DIR, channels_env, database_url, poll, start_drain
 from tests.notifications.test_drain_processes import Output
 from tests.smtp import Mailbox
 
@@ -261,7 +261,7 @@ class Drains:
             url=database_url(),
             smtp_port=self.smtp_port,
             email_timeout=2.0,
-            extra_env={"V10R_CHANNELS": "email,demo"},
+            extra_env={"V10R_CHANNELS": channels_env("email")},
         )
         self.processes.append(process)
         self.outputs.append(Output(process))

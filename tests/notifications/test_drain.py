@@ -217,6 +217,7 @@ def on_lane(ids, lane):
     return ids
 
 
+@pytest.mark.showcase
 def test_with_2000_demo_rows_queued_a_real_email_queued_after_them_goes_in_the_next_tick(
     db, django_user_model, settings, smtp_server
 ):

@@ -15,6 +15,7 @@ from django.db import connection
 
 from notifications.models import DrainHeartbeat, NotificationDelivery, Status
 from tests.helpers import (
+    channels_env,
     counts,
     database_url,
     drain_until,
@@ -84,7 +85,7 @@ def test_a_drain_process_holds_one_database_connection_while_sixteen_threads_sen
         # libpq names every connection the process opens after PGAPPNAME.
         extra_env={
             "DELIVERY_CONCURRENCY": "16",
-            "V10R_CHANNELS": "email,demo",
+            "V10R_CHANNELS": channels_env("email"),
             "PGAPPNAME": "drain-under-test",
         },
     )
@@ -136,7 +137,7 @@ def seed(socket_dir: Path, count: int) -> None:
             WITH n AS (
                 INSERT INTO notifications.notifications (id, user_id, type, message_key,
                                                          message_params, action_url)
-                SELECT gen_random_uuid(), %s, 'test', 'queue.demo', '{"label": "x"}', ''
+                SELECT gen_random_uuid(), %s, 'test', 'test.note', '{"label": "x"}', ''
                 FROM generate_series(1, %s)
                 RETURNING id
             )
@@ -194,7 +195,7 @@ def test_a_database_restart_under_a_running_drain_loses_nothing(private_database
         email_timeout=1.0,
         # Email alone: the lease check counts every configured channel's worst case, and a
         # 12 s lease is shorter than three rounds of an HTTP channel's 11 s.
-        extra_env={"V10R_CHANNELS": "email,demo"},
+        extra_env={"V10R_CHANNELS": channels_env("email")},
     )
     output = Output(process)
     try:

@@ -25,13 +25,13 @@ def queue(user, *, type: str, message_key: str = "", params=None) -> int:
 
 
 def test_each_claimed_row_carries_its_own_parameters(db, user):
-    ids = {queue(user, type="queue.demo", params=params): params for params in PARAMS}
+    ids = {queue(user, type="test.note", params=params): params for params in PARAMS}
     claimed = outbox.claim(batch_size=len(PARAMS))
     assert {c.id: c.message_params for c in claimed} == ids
 
 
 def test_the_claim_names_the_type_as_the_catalogue_key_unless_the_row_names_one(db, user):
-    by_type = queue(user, type="queue.demo")
-    named_apart = queue(user, type="signup", message_key="queue.demo")
+    by_type = queue(user, type="test.note")
+    named_apart = queue(user, type="signup", message_key="test.note")
     keys = {c.id: c.message_key for c in outbox.claim(batch_size=2)}
-    assert keys == {by_type: "queue.demo", named_apart: "queue.demo"}
+    assert keys == {by_type: "test.note", named_apart: "test.note"}

@@ -23,7 +23,7 @@ def demo(user, *, channels=("recording",), **options):
     """Queue the queue demo's message for user on channels, with send_notification's options."""
     return send_notification(
         user=user,
-        type="queue.demo",
+        type="test.note",
         params={"label": "a"},
         channels=list(channels),
         **options,
@@ -72,7 +72,7 @@ def test_the_same_notification_and_channel_never_make_two_rows(db, user):
 def test_bad_input_is_refused_at_enqueue_time_with_a_clear_error(db, user, kwargs, message):
     arguments = {
         "user": user,
-        "type": "queue.demo",
+        "type": "test.note",
         "params": {"label": "x"},
         "channels": ["recording"],
     } | kwargs

@@ -42,8 +42,8 @@ def delivered(user, count: int, *, at=T0, step=timedelta(seconds=1), per_instant
         [
             Notification(
                 user=user,
-                type="queue.demo",
-                message_key="queue.demo",
+                type="test.note",
+                message_key="test.note",
                 message_params={"label": f"n{i}"},
                 inbox_at=at + (i // per_instant) * step,
                 **fields,
@@ -174,7 +174,7 @@ def test_a_user_sees_only_their_own_entries(user, other):
 def test_notifications_not_yet_delivered_are_not_in_the_inbox(user):
     [shown] = delivered(user, 1)
     notify(user, channels=["recording"])  # a notification, but never through the inbox
-    Notification.objects.create(user=user, type="queue.demo", message_key="queue.demo")
+    Notification.objects.create(user=user, type="test.note", message_key="test.note")
     assert [e.id for e in inbox.page(user, language="en").entries] == [shown.id]
     assert inbox.unread_count(user) == 1
     assert inbox.state(user).newest == Cursor(shown.inbox_at, shown.id)
@@ -326,7 +326,7 @@ def test_another_users_entries_cannot_be_marked_or_archived(user, other):
 
 
 def test_an_undelivered_notification_cannot_be_marked_or_archived(user):
-    pending = Notification.objects.create(user=user, type="queue.demo", message_key="queue.demo")
+    pending = Notification.objects.create(user=user, type="test.note", message_key="test.note")
     assert not inbox.mark_read(user, pending.id)
     assert not inbox.archive(user, pending.id)
     pending.refresh_from_db()
@@ -352,7 +352,7 @@ def test_a_notification_sent_in_app_is_in_the_inbox_once_the_drain_sends_it(user
 
 def test_every_account_has_the_inbox_among_its_channels(django_user_model):
     nobody = django_user_model.objects.create_user("no-address")  # no email, no addresses
-    enqueued = send_notification(user=nobody, type="queue.demo", params={"label": "x"})
+    enqueued = send_notification(user=nobody, type="test.note", params={"label": "x"})
     assert enqueued.queued == ("inapp",)
     worker.drain_once()
     assert [e.id for e in inbox.page(nobody, language="en").entries] == [enqueued.notification.id]
@@ -416,7 +416,7 @@ def test_quiet_hours_do_not_hold_the_inbox(user):
 MANY_SQL = """
 INSERT INTO notifications.notifications
     (id, user_id, type, message_key, message_params, action_url, inbox_at, read_at)
-SELECT gen_random_uuid(), u, 'queue.demo', 'queue.demo', jsonb_build_object('label', 'n' || n),
+SELECT gen_random_uuid(), u, 'test.note', 'test.note', jsonb_build_object('label', 'n' || n),
        '', %(at)s - (n / 4) * interval '1 second',
        CASE WHEN n %% 10 <> 0 THEN %(at)s END
 FROM unnest(%(users)s::int[]) AS u, generate_series(1, %(count)s) AS n

@@ -19,14 +19,12 @@ def indexes() -> dict[str, str]:
 
 
 @pytest.mark.django_db
-def test_one_claim_index_serves_every_lane_and_the_demo_split_is_gone():
+def test_one_claim_index_serves_every_lane_and_the_lane_split_is_gone():
     found = indexes()
     assert found["deliveries_claim"].endswith(
         "(lane, next_attempt_at, created_at, id) WHERE ((status)::text = 'pending'::text)"
     )
     assert "deliveries_claim_real" not in found and "deliveries_claim_demo" not in found
-    # The showcase's cap and prune keep their own index on the demo channel.
-    assert found["deliveries_demo"].endswith("(created_at) WHERE ((channel)::text = 'demo'::text)")
     assert found["notifications_cancel_key"].endswith(
         "(cancel_key, user_id) WHERE (NOT ((cancel_key)::text = ''::text))"
     )

@@ -21,7 +21,7 @@ def test_a_drain_stalled_past_its_lease_starts_none_of_the_sends_a_cancel_took(
     for n in range(4):
         send_notification(
             user=user,
-            type="queue.demo",
+            type="test.note",
             params={"label": f"n{n}"},
             channels=["gated"],
             cancel_key="order-42",
@@ -52,7 +52,7 @@ def test_a_drain_stalled_past_its_lease_starts_none_of_the_sends_a_cancel_took(
 def test_a_batch_within_its_lease_sends_everything(transactional_db, user):
     for n in range(4):
         send_notification(
-            user=user, type="queue.demo", params={"label": f"n{n}"}, channels=["gated"]
+            user=user, type="test.note", params={"label": f"n{n}"}, channels=["gated"]
         )
     GatedChannel.gate.set()
     report = worker.drain_once(batch_size=4, concurrency=2, lease=timedelta(seconds=30))

@@ -25,7 +25,7 @@ def test_claim_marks_rows_processing_bumps_attempts_and_stamps_the_database_cloc
     [delivery_id] = make_deliveries(user, 1)
     [claimed] = outbox.claim(batch_size=10)
     assert (claimed.id, claimed.attempts, claimed.channel) == (delivery_id, 1, "recording")
-    assert claimed.message_key == "queue.demo"
+    assert claimed.message_key == "test.note"
     assert claimed.user_id == user.pk
     stored = row(delivery_id)
     assert stored.status == Status.PROCESSING
@@ -185,9 +185,10 @@ def claimed_lanes(lanes: list[Lane], *, batch_size: int) -> list[str]:
         return [row[outbox.CLAIMED_FIELDS.index("lane")] for row in cursor.fetchall()]
 
 
+@pytest.mark.showcase
 def test_the_queue_has_no_demo_special_case_but_its_lane(settings):
-    from notifications.models import DEMO_CHANNEL
     from showcases import queue_demo
+    from showcases.channel import DEMO_CHANNEL
 
     # The claim and the counts name lanes, never the demo channel; the demo's own prune does.
     for sql in (outbox.CLAIM_SQL, stats.QUEUE_DEPTH_SQL):
@@ -210,6 +211,7 @@ def test_higher_lanes_are_claimed_before_lower_rows_queued_ahead_of_them(db, use
     assert {c.id: c.lane for c in claimed if c.id in high} == dict.fromkeys(high, "high")
 
 
+@pytest.mark.showcase
 def test_the_demo_lane_takes_at_most_its_cap(db, user):
     demo = on_lane(make_deliveries(user, 40, channel="demo"), "demo")
     claimed = outbox.claim(batch_size=25)
@@ -253,6 +255,7 @@ def test_a_claim_statement_for_invalid_lanes_is_refused():
         outbox.claim_sql([Lane("normal", 0), Lane("x'; DROP TABLE x; --", 1)])
 
 
+@pytest.mark.showcase
 def test_more_are_due_when_the_batch_is_full_or_a_capped_lane_took_its_cap(db, user):
     make_deliveries(user, 3)
     assert not outbox.more_due(outbox.claim(batch_size=10), batch_size=10)

@@ -225,8 +225,8 @@ def test_a_dead_row_retried_after_the_sent_walk_passed_is_pruned_by_the_finished
 
 
 def test_notifications_that_never_had_a_delivery_are_swept_when_old(db, user):
-    empty_old = Notification.objects.create(user=user, type="t", message_key="queue.demo")
-    empty_young = Notification.objects.create(user=user, type="t", message_key="queue.demo")
+    empty_old = Notification.objects.create(user=user, type="t", message_key="test.note")
+    empty_young = Notification.objects.create(user=user, type="t", message_key="test.note")
     execute(
         "UPDATE notifications.notifications SET created_at = now() - interval '100 days'"
         " WHERE id = %s",

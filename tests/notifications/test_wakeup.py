@@ -163,7 +163,7 @@ def test_an_enqueue_through_pgbouncer_wakes_a_drain_listening_on_the_direct_url(
         "from django.contrib.auth import get_user_model\n"
         "from notifications.enqueue import send_notification\n"
         f"user = get_user_model().objects.get(pk={user.pk})\n"
-        "send_notification(user=user, type='queue.demo',"
+        "send_notification(user=user, type='test.note',"
         " params={'label': 'x'}, channels=['email'])\n"
     )
     try:

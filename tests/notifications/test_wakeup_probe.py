@@ -127,7 +127,7 @@ def test_metrics_count_wake_ups_heard_and_polls_that_found_work(
         if listening:
             assert poll(lambda: bool(wakeup_listeners()), seconds=10)
         send_notification(
-            user=user, type="queue.demo", params={"label": "x"}, channels=["recording"]
+            user=user, type="test.note", params={"label": "x"}, channels=["recording"]
         )
         assert poll(lambda: counts() == {Status.SENT: 1}, seconds=10)
     finally:

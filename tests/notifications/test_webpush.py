@@ -20,7 +20,7 @@ from notifications import enqueue
 from notifications.models import NotificationDelivery
 from recipients import catalogue, subscriptions
 from recipients.models import ChannelAddress, PushSubscription, Recipient
-from tests.helpers import make_outgoing, notify, python
+from tests.helpers import channels_env, make_outgoing, notify, python
 from tests.pushpeer import PushPeer, decrypt
 from tests.v10r.test_settings import read_settings
 from transports import webpush
@@ -60,7 +60,10 @@ def test_vapid_keys_run_as_an_operator_does_prints_only_the_key_lines_on_stdout(
     """`manage.py vapid_keys … >> v10r.env` appends the lines and nothing else: the advice,
     and any warning, go to stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "WEBPUSH_"))}
-    env |= {"DJANGO_SECRET_KEY": "vapid-keys-" + "k" * 50, "V10R_CHANNELS": "email,webpush,demo"}
+    env |= {
+        "DJANGO_SECRET_KEY": "vapid-keys-" + "k" * 50,
+        "V10R_CHANNELS": channels_env("email", "webpush"),
+    }
     result = python("manage.py", "vapid_keys", "--subject", SUBJECT, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith("\n")  # the next line appended starts on a line of its own
@@ -315,7 +318,7 @@ def test_none_accepting_retries_and_still_deactivates_the_gone_one(transactional
 def test_a_high_priority_push_is_urgent_and_short_lived(transactional_db, wired, user):
     device(user, wired, "phone")
     enqueue.send_notification(
-        user=user, type="queue.demo", params={"label": "x"}, channels=["webpush"], priority="high"
+        user=user, type="test.note", params={"label": "x"}, channels=["webpush"], priority="high"
     )
     drain()
     (push,) = wired.pushes

@@ -70,7 +70,6 @@ def test_drain_outbox_drains_without_importing_numpy_or_numba(
         "DATABASE_URL": database_url(),
         "EMAIL_HOST": "127.0.0.1",
         "EMAIL_PORT": str(smtp_server.port),
-        "DJANGO_SETTINGS_MODULE": "v10r.settings",
     }
     ran = python("-X", "importtime", "manage.py", "drain_outbox", "--once", env=env)
     assert ran.returncode == 0, ran.stderr

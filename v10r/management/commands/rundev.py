@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from django.apps import apps
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -102,7 +103,9 @@ class Command(BaseCommand):
             )
         call_command("ensure_dev_superuser")
         call_command("ensure_dev_users")
-        call_command("seed_demo")
+        if apps.is_installed("showcases"):
+            # The showcase's sample rows, for the admin to show something (V10R_SHOWCASES).
+            call_command("seed_demo")
 
         env = os.environ.copy()
         if not settings.SITE_ORIGIN:

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from notifications.enqueue import send_notification
 from notifications.models import Notification
+from showcases import notifications as catalogued
 
 
 class Command(BaseCommand):
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         for label in ("first", "second", "third"):
             send_notification(
                 user=user,
-                type="queue.demo",
+                type=catalogued.MESSAGE,
                 params={"label": label},
                 channels=["email"],
             )
