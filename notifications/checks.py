@@ -10,7 +10,6 @@ from django.core.checks import Error, Warning, register
 
 import transports as channels
 from notifications import backoff, lanes, pacing
-from transports.base import Channel
 from transports.checks import check_channels as channel_problems
 
 # Time for the claim, the group writes and the thread hand-offs of one batch, beyond the sends.
