@@ -96,7 +96,7 @@ class ChannelAddress(models.Model):
                         hint="Add its name to ChannelAddress's constraints (a migration), or "
                         "give it one address a user.",
                         obj=cls,
-                        id="recipients.E001",
+                        id="recipients.E010",
                     )
                 )
         return errors

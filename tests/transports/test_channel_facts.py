@@ -137,6 +137,6 @@ def test_a_channel_with_several_addresses_the_database_does_not_allow_is_refused
         **settings.DELIVERY_CHANNELS,
         "devices": f"{__name__}.Devices",
     }
-    [error] = [m for m in checks.run_checks() if m.id == "recipients.E001"]
+    [error] = [m for m in checks.run_checks() if m.id == "recipients.E010"]
     assert "'devices'" in error.msg
     assert "webpush" in error.msg
