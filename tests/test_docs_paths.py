@@ -29,6 +29,10 @@ def documents(root: Path = BASE_DIR) -> list[Path]:
 def _exists(path: str, *, root: Path, document: Path | None = None) -> bool:
     if (root / path).exists():
         return True
+    # A site's own module, as the docs' worked examples name it ("newsletter/notifications.py"):
+    # the examples are real packages under tests/sites/, which tests run.
+    if (root / "tests" / "sites" / path).exists():
+        return True
     # A link relative to the document itself (docs/x.md naming ../tests/y.py).
     if path.startswith("../") and document is not None:
         return (document.parent / path).resolve().is_file()
