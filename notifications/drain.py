@@ -342,27 +342,21 @@ def _chooses(category: catalogue.Category | None) -> bool:
     return category is not None and category.choosable and not category.required
 
 
-def _chosen_category(delivery: ClaimedDelivery) -> str | None:
-    """The category of delivery when its recipient chooses it; None when no choice of theirs
-    applies (a required category, one nobody chooses, a message no longer in the catalogue).
-    The catalogue is read here, not once at import: apps register into it when they are
-    ready, after this module may have been imported."""
-    key = delivery.message_key
-    if key == digests.DIGEST:
-        # A carrier gathers one category, named in its params (digests.CARRIER_SQL).
-        name = delivery.message_params.get("category")
-    else:
-        message = catalogue.MESSAGES.get(key)
-        name = message.category if message else None
-    return name if _chooses(catalogue.CATEGORIES.get(name)) else None
-
-
 def _category_name(delivery: ClaimedDelivery) -> str:
-    """The category delivery is of: its message's, or for a digest the one it gathers."""
+    """The category delivery is of: its message's, or for a digest the one it gathers (named
+    in the carrier's params, digests.CARRIER_SQL). The catalogue is read here, not once at
+    import: apps register into it when they are ready, after this module may be imported."""
     if delivery.message_key == digests.DIGEST:
         return delivery.message_params.get("category", "")
     message = catalogue.MESSAGES.get(delivery.message_key)
     return message.category if message else ""
+
+
+def _chosen_category(delivery: ClaimedDelivery) -> str | None:
+    """The category of delivery when its recipient chooses it; None when no choice of theirs
+    applies (a required category, one nobody chooses, a message no longer in the catalogue)."""
+    name = _category_name(delivery)
+    return name if _chooses(catalogue.CATEGORIES.get(name)) else None
 
 
 class _Batch(NamedTuple):
