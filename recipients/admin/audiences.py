@@ -37,6 +37,24 @@ class ImportForm(forms.Form):
     )
 
 
+class AudienceForm(forms.ModelForm):
+    class Meta:
+        model = Audience
+        fields = ("name", "key", "kind", "group", "registered_name", "description")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The names registered in this process (recipients/audiences.py, register()), and the
+        # one stored, should its registration be gone: shown rather than lost on save.
+        names = set(audiences.REGISTERED) | {self.instance.registered_name} - {""}
+        self.fields["registered_name"] = forms.ChoiceField(
+            label=Audience._meta.get_field("registered_name").verbose_name,
+            help_text=Audience._meta.get_field("registered_name").help_text,
+            choices=[("", "---------"), *((name, name) for name in sorted(names))],
+            required=False,
+        )
+
+
 @admin.register(Audience)
 class AudienceAdmin(Worded, admin.ModelAdmin):
     list_title = _("Select an audience to view")
@@ -50,6 +68,7 @@ class AudienceAdmin(Worded, admin.ModelAdmin):
     list_display = ("name", "key", "kind", "size", "members_link")
     list_filter = ("kind",)
     search_fields = ("name", "key", "description")
+    form = AudienceForm
     prepopulated_fields = {"key": ("name",)}
     fields = (
         "name",

@@ -292,3 +292,18 @@ def test_no_migration_is_missing():
     out = io.StringIO()
     call_command("makemigrations", "--check", "--dry-run", stdout=out)
     assert "No changes detected" in out.getvalue()
+
+
+def test_staff_add_an_audience_of_a_registered_queryset_by_its_name(admin_client, people):
+    audiences.register("everyone", lambda: type(people[0]).objects.all())
+    try:
+        url = reverse("admin:recipients_audience_add")
+        form = admin_client.get(url).content.decode()
+        assert '<option value="everyone">everyone</option>' in form
+        data = {"name": "All", "key": "all", "kind": "registered", "registered_name": "everyone"}
+        assert admin_client.post(url, data).status_code == 302
+        refused = admin_client.post(url, {**data, "name": "G", "key": "g", "kind": "group"})
+        assert "Choose the group whose members are the audience." in refused.content.decode()
+        assert audiences.size(Audience.objects.get(key="all")) == 5  # the superuser too
+    finally:
+        audiences.unregister("everyone")
