@@ -307,3 +307,13 @@ def test_staff_add_an_audience_of_a_registered_queryset_by_its_name(admin_client
         assert audiences.size(Audience.objects.get(key="all")) == 5  # the superuser too
     finally:
         audiences.unregister("everyone")
+
+
+def test_a_queryset_is_added_and_removed_inside_the_database(people, static, django_user_model):
+    chosen = django_user_model.objects.filter(username__in=["u1", "u2", "u4"]).order_by("-pk")
+    assert audiences.add(static, chosen) == 3
+    assert audiences.add(static, chosen) == 0
+    assert usernames(static) == ["u1", "u2"]  # u4 is in, but inactive
+    assert audiences.remove(static, chosen.filter(username="u1")) == 1
+    assert audiences.remove(static, chosen.filter(username="u1")) == 0
+    assert usernames(static) == ["u2"]
