@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -312,3 +313,109 @@ class PushSubscription(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.address_id}"
+
+
+class AudienceKind(models.TextChoices):
+    STATIC = "static", _("chosen members")
+    GROUP = "group", _("a group's members")
+    ACTIVE = "active", _("every active user")
+    REGISTERED = "registered", _("registered in code")
+
+
+class Audience(models.Model):
+    """A named set of recipients (recipients/audiences.py): members chosen one by one or from
+    a CSV (static), or whoever is in a group, every active user, or a queryset a site
+    registered under a name, read when asked."""
+
+    name = models.CharField(_("name"), max_length=200, unique=True)
+    key = models.SlugField(
+        _("key"),
+        max_length=100,
+        unique=True,
+        help_text=_("How code names the audience: letters, digits, hyphens and underscores."),
+    )
+    kind = models.CharField(
+        _("kind"), max_length=16, choices=AudienceKind.choices, default=AudienceKind.STATIC
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        verbose_name=_("group"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    registered_name = models.CharField(
+        _("registered name"),
+        max_length=100,
+        blank=True,
+        default="",
+        help_text=_("The name a site registered its queryset under, in code."),
+    )
+    description = models.TextField(_("description"), blank=True, default="")
+    created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        db_table = 'notifications"."audiences'
+        verbose_name = _("audience")
+        verbose_name_plural = _("audiences")
+        ordering = ["name"]
+        constraints = [
+            # Each kind has exactly what it reads its members from, and nothing else.
+            models.CheckConstraint(
+                condition=(
+                    Q(kind=AudienceKind.GROUP, group__isnull=False, registered_name="")
+                    | Q(kind=AudienceKind.REGISTERED, group__isnull=True) & ~Q(registered_name="")
+                    | Q(
+                        kind__in=[AudienceKind.STATIC, AudienceKind.ACTIVE],
+                        group__isnull=True,
+                        registered_name="",
+                    )
+                ),
+                name="audiences_kind_source",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Say in words what the kind's constraint holds: each kind reads its own source."""
+        errors = {}
+        if self.kind == AudienceKind.GROUP and self.group_id is None:
+            errors["group"] = _("Choose the group whose members are the audience.")
+        if self.kind != AudienceKind.GROUP and self.group_id is not None:
+            errors["group"] = _("Only an audience of a group's members has a group.")
+        if self.kind == AudienceKind.REGISTERED and not self.registered_name:
+            errors["registered_name"] = _("Name the queryset registered in code.")
+        if self.kind != AudienceKind.REGISTERED and self.registered_name:
+            errors["registered_name"] = _("Only an audience registered in code has this name.")
+        if errors:
+            raise ValidationError(errors)
+
+
+class AudienceMember(models.Model):
+    """A member of a static audience."""
+
+    audience = models.ForeignKey(
+        Audience, on_delete=models.CASCADE, related_name="members", verbose_name=_("audience")
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+    added_at = models.DateTimeField(_("added"), db_default=DatabaseNow())
+
+    class Meta:
+        db_table = 'notifications"."audience_members'
+        verbose_name = _("audience member")
+        verbose_name_plural = _("audience members")
+        constraints = [
+            models.UniqueConstraint(fields=["audience", "user"], name="audience_members_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.audience_id} · {self.user_id}"

@@ -96,6 +96,24 @@ DEFAULT_FROM_EMAIL = environment.text(
     "DEFAULT_FROM_EMAIL", default="v10r <notifications@localhost>"
 )
 
+# A static audience's CSV import (recipients/audiences.py, import_csv): a file past either
+# bound is refused before a member is added. The import streams in batches, so the bounds keep
+# one staff request's time within reason, not its memory.
+AUDIENCE_CSV_MAX_BYTES = environment.whole_number(
+    "AUDIENCE_CSV_MAX_BYTES",
+    default=50 * 1024 * 1024,
+    minimum=1024,
+    maximum=1024 * 1024 * 1024,
+    why="a gigabyte",
+)
+AUDIENCE_CSV_MAX_LINES = environment.whole_number(
+    "AUDIENCE_CSV_MAX_LINES",
+    default=1_000_000,
+    minimum=1,
+    maximum=10_000_000,
+    why="ten million",
+)
+
 # The outbox's queue worker (notifications/drain.py); the system checks in
 # notifications/checks.py refuse a lease that a full batch could outlive. The bounds are
 # drain_outbox's own for the same options, so a setting the command would refuse never starts.

@@ -17,7 +17,8 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from notifications import outbox
-from recipients.models import ChannelAddress, Recipient
+from recipients import audiences
+from recipients.models import Audience, ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries, make_timed_run, mark_failed, mark_sent
 
 # Attributes written for people, where a number takes the reader's decimal comma.
@@ -72,6 +73,7 @@ def busy(user):
     ChannelAddress.objects.create(user=user, channel="webhook", address="https://hooks.example/")
     Recipient.objects.create(user=user)
     Group.objects.create(name="support")
+    audiences.add(Audience.objects.create(name="Beta testers", key="beta"), [user])
     make_timed_run()
     return ids
 

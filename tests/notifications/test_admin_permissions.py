@@ -11,7 +11,8 @@ from django.contrib.auth.models import Group, Permission
 from django.test import RequestFactory
 from django.urls import reverse
 
-from recipients.models import ChannelAddress, Recipient, WebhookSecret
+from recipients import audiences
+from recipients.models import Audience, ChannelAddress, Recipient, WebhookSecret
 from tests.helpers import finish, make_deliveries, make_timed_run
 from transports import signing
 
@@ -22,9 +23,11 @@ STANDARD = ("changelist", "add", "history", "delete", "change")
 
 # Custom views a viewer may use, and why that is safe. The jobs page lists the jobs and their
 # last runs: it reads, and writes nothing (Run now is a view of its own, behind jobs.run_job).
+# An audience's members page lists them, a page at a time, and answers only GET (Import CSV is
+# a view of its own, behind recipients.change_audience).
 # Anything not listed here must refuse a viewer: the probe too, which makes the site call a
 # provider with its bot token (recipients.probe_channel).
-OPEN_TO_VIEWERS = {"jobs_jobrun_schedule"}
+OPEN_TO_VIEWERS = {"jobs_jobrun_schedule", "recipients_audience_members"}
 
 
 @pytest.fixture
@@ -42,6 +45,7 @@ def world(user, django_user_model):
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
     Recipient.objects.create(user=user)
     Group.objects.create(name="support")
+    audiences.add(Audience.objects.create(name="Beta testers", key="beta"), [user])
     make_timed_run()
     return ids
 

@@ -14,7 +14,8 @@ from django.urls import reverse
 from django.utils import translation
 
 from core.admin_wording import Worded
-from recipients.models import ChannelAddress, Recipient
+from recipients import audiences
+from recipients.models import Audience, ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("collected_static")]
@@ -33,6 +34,7 @@ def rows(user):
     finish(ids[1:], status="failed")
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
     Recipient.objects.create(user=user)
+    audiences.add(Audience.objects.create(name="Beta testers", key="beta"), [user])
 
 
 def logged_in(person) -> Client:
