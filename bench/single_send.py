@@ -224,7 +224,8 @@ def main() -> None:
 
     url = server_url(args.database or BENCH_DB)
     prepare_database(url)
-    subprocess.run([sys.executable, __file__, "--readers"], env=os.environ | {"BENCH_URL": url})
+    readers = [sys.executable, __file__, "--readers"]
+    subprocess.run(readers, env=os.environ | {"BENCH_URL": url}, check=True)
     trees = {"this tree": BASE_DIR}
     if args.against is not None:
         trees = {f"before ({args.against.name})": args.against, **trees}
