@@ -151,6 +151,12 @@ def fields(message: Message) -> set[str]:
     return _fields(str(message.subject)) | _fields(str(message.body))
 
 
+# key → (the message registered, the parameters it needs): formatting its English templates
+# under translation.override cost more than the rest of an enqueue's Python. Kept with the
+# message it was read from, so a key registered again is read again.
+_NEEDED: dict[str, tuple[Message, frozenset[str]]] = {}
+
+
 def validate(*, key: str, params: Mapping[str, Any]) -> None:
     """Raise ValueError unless key is a known message and params fill all its blanks."""
     try:
@@ -158,8 +164,13 @@ def validate(*, key: str, params: Mapping[str, Any]) -> None:
     except KeyError:
         known = ", ".join(sorted(MESSAGES))
         raise ValueError(f"Unknown message key {key!r}; known keys: {known}.") from None
-    with translation.override("en"):
-        needed = message.params | fields(message)
+    cached = _NEEDED.get(key)
+    if cached is not None and cached[0] is message:
+        needed = cached[1]
+    else:
+        with translation.override("en"):
+            needed = frozenset(message.params | fields(message))
+        _NEEDED[key] = (message, needed)
     missing = sorted(needed - set(params))
     if missing:
         raise ValueError(f"Message {key!r} needs the parameter(s): {', '.join(missing)}.")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import transaction
+from django.db.models.signals import post_save
 
 from notifications import worker
 from notifications.enqueue import add_channels, send_notification
@@ -261,3 +262,50 @@ def test_a_naive_or_non_datetime_send_at_is_refused(db, user):
     with pytest.raises(TypeError):
         later(user, "2030-01-01T00:00:00Z")
     assert Notification.objects.count() == 0
+
+
+def test_a_send_that_joins_no_digest_is_one_read_and_one_write(
+    db, user, settings, django_assert_num_queries
+):
+    # The preferences' read, then the notification and its rows in one INSERT (enqueue's
+    # WRITE_SQL); no throttle counts it, and nothing gathers it.
+    settings.NOTIFICATION_THROTTLE_LIMIT = 0
+    with django_assert_num_queries(2):
+        welcome(user, channels=["email", "recording"])
+
+
+def test_the_notification_returned_is_the_one_stored(db, user, settings):
+    settings.NOTIFICATION_THROTTLE_LIMIT = 0
+    sent = send_notification(
+        user=user,
+        type="welcome",
+        params={"name": "Ada"},
+        channels=["email"],
+        action_url="/inbox/",
+        cancel_key="k-1",
+    ).notification
+    stored = Notification.objects.get(pk=sent.pk)
+    fields = ("user_id", "type", "message_key", "message_params", "action_url", "cancel_key")
+    assert [getattr(sent, f) for f in fields] == [getattr(stored, f) for f in fields]
+    assert sent.created_at == stored.created_at
+    assert not sent._state.adding
+    # Saved again, it is updated, not inserted a second time.
+    sent.action_url = "/elsewhere/"
+    sent.save(update_fields=["action_url"])
+    assert Notification.objects.get().action_url == "/elsewhere/"
+
+
+def test_a_receiver_of_a_notifications_save_still_hears_each_send(db, user, settings):
+    settings.NOTIFICATION_THROTTLE_LIMIT = 0
+    heard = []
+
+    def receiver(sender, instance, created, **kwargs):
+        heard.append((instance.pk, created))
+
+    post_save.connect(receiver, sender=Notification)
+    try:
+        notification = welcome(user, channels=["email"])
+    finally:
+        post_save.disconnect(receiver, sender=Notification)
+    assert heard == [(notification.pk, True)]
+    assert notification.deliveries.get().status == "pending"
