@@ -171,7 +171,7 @@ class ImportRefused(ValueError):
 
 
 @dataclass
-class Report:
+class ImportReport:
     """What an import did, line by line: every line read is exactly one of matched, not
     matched, blank or invalid; matched lines are added (new) or already members."""
 
@@ -216,7 +216,7 @@ def _match(numbers: list[int], values: list[str]) -> dict[int, int]:
         return dict(cursor.fetchall())
 
 
-def _flush(audience: Audience, batch: list[tuple[int, str]], report: Report) -> None:
+def _flush(audience: Audience, batch: list[tuple[int, str]], report: ImportReport) -> None:
     numbers = [number for number, _ in batch]
     matched = _match(numbers, [value for _, value in batch])
     for number, value in batch:
@@ -258,7 +258,9 @@ def _column_of(row: list[str], column: str | int | None) -> tuple[int, bool]:
     return 0, False
 
 
-def import_csv(audience: Audience, file: IO[bytes], *, column: str | int | None = None) -> Report:
+def import_csv(
+    audience: Audience, file: IO[bytes], *, column: str | int | None = None
+) -> ImportReport:
     """Add the users a CSV file names, one a line, to a static audience, and say what each line
     did.
 
@@ -278,7 +280,7 @@ def import_csv(audience: Audience, file: IO[bytes], *, column: str | int | None 
     # "utf-8-sig" drops a byte order mark at the start; strict errors, so no line is guessed.
     # newline="" leaves line ends to the csv module, as it asks (a quoted field may hold one).
     text = io.TextIOWrapper(file, encoding="utf-8-sig", errors="strict", newline="")
-    report = Report()
+    report = ImportReport()
     batch: list[tuple[int, str]] = []
     reader = csv.reader(text)
     index: int | None = None
