@@ -32,7 +32,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 import transports as channels
-from notifications import digests, outbox, pacing
+from notifications import broadcasts, digests, outbox, pacing
 from notifications.models import OUTCOMES, DatabaseNow, SkipReason, Status
 from notifications.outbox import ClaimedDelivery, Outcome
 from recipients import catalogue, preferences, quiet, tokens
@@ -81,6 +81,7 @@ COUNTS = (
     "released",
     "unwanted",
     "held",
+    "expanded",
 )
 
 
@@ -105,6 +106,8 @@ class Report:
     unwanted: int = 0
     # Handed back until the recipient's quiet hours end (set or moved after they were queued).
     held: int = 0
+    # Broadcast recipients given their notification (notifications/broadcasts.py).
+    expanded: int = 0
     skipped: bool = False  # another drain was running in this process
     # The batch came back full, or a capped lane took its cap, so more rows may be due: a loop
     # should not wait for its tick.
@@ -164,6 +167,7 @@ def drain(
     if reap:
         report.reaped = len(outbox.reclaim_stale(lease=lease, max_attempts=max_attempts))
         outbox.adopt_lost_lanes()
+        broadcasts.reclaim_stale_chunks(lease=lease, max_attempts=max_attempts)
     began = time.perf_counter()
     # The lease runs from the claim (attempted_at is stamped by it, a moment after this): once
     # it may have run out, the reaper may have put the batch back, a cancel may have taken its
@@ -176,6 +180,7 @@ def drain(
     report.claimed = len(claimed)
     report.more_due = outbox.more_due(claimed, batch_size=batch_size)
     if not claimed:
+        _expand(report)
         return report
     # RETURNING has no order: the higher lanes' rows first, so no lower lane's send (a slow
     # send a showcase makes on purpose) starts before one of theirs. sort() is stable: within
@@ -209,7 +214,21 @@ def drain(
     if unsent:
         # += : _send_all has counted the rows pacing handed back for later.
         report.released += len(outbox.release(unsent))
+    _expand(report)
     return report
+
+
+def _expand(report: Report) -> None:
+    """Expand one broadcast chunk, if one waits: after the batch, so every row already due in
+    a higher lane went first, and a drain that expands holds up the next batch by one chunk
+    (BROADCAST_CHUNK_SIZE recipients) at most. A chunk expanded means more may wait."""
+    expanded = broadcasts.expand_next(lanes=LANE_NAMES)
+    if expanded is not None:
+        report.expanded += expanded.recipients
+        report.more_due = True
+
+
+LANE_NAMES = [lane.name for lane in outbox.LANES]
 
 
 class _Writer:

@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -454,6 +454,43 @@ def _gather(
     if not names:
         return {}
     prefs, category = decisions.prefs, decisions.category
+    window = None
+    if prefs.digest_for(category) is None:
+        throttle = digests.throttle_of(category)
+        # A scheduled send is not counted against the window it was queued in.
+        if throttle is None or not throttled or when is not None:
+            return {}
+        window = digests.over_throttle(
+            user_id=notification.user_id, category=category, throttle=throttle
+        )
+        if window is None:
+            return {}
+    return gather_for(
+        notification_id=notification.id,
+        user_id=notification.user_id,
+        prefs=prefs,
+        category=category,
+        names=names,
+        lane=lane,
+        when=when,
+        throttle_window=window,
+    )
+
+
+def gather_for(
+    *,
+    notification_id: uuid.UUID,
+    user_id: int,
+    prefs: preferences.Preferences,
+    category: str,
+    names: list[str],
+    lane: str,
+    when: datetime | None,
+    throttle_window: windows.Window | None = None,
+) -> dict[str, int]:
+    """Join the notification on names to the recipient's digest of category, or else to the
+    carrier of throttle_window (the throttle window it was one too many for, counted by the
+    caller); return the carrier delivery per channel joined (none: neither applies)."""
     digest = prefs.digest_for(category)
     if digest is not None:
         kind = digests.DIGEST_KIND
@@ -463,29 +500,23 @@ def _gather(
         def next_window(end: datetime) -> windows.Window:
             return windows.window(digest, time_zone=zone, at=end)
 
-    else:
-        throttle = digests.throttle_of(category)
-        # A scheduled send is not counted against the window it was queued in.
-        if throttle is None or not throttled or when is not None:
-            return {}
-        first = digests.over_throttle(
-            user_id=notification.user_id, category=category, throttle=throttle
-        )
-        if first is None:
-            return {}
+    elif throttle_window is not None:
         kind = digests.THROTTLE_KIND
-        length = timedelta(seconds=throttle.seconds)
+        first = throttle_window
+        length = first.end - first.start
 
         def next_window(end: datetime) -> windows.Window:
             return windows.Window(end, end + length)
 
+    else:
+        return {}
     held = frozenset(name for name in names if prefs.holds(name))
     quiet_hours = None
     if held:
         quiet_hours = digests.Quiet(prefs.time_zone, prefs.quiet_start, prefs.quiet_end, held)
     return digests.join(
-        notification_id=notification.id,
-        user_id=notification.user_id,
+        notification_id=notification_id,
+        user_id=user_id,
         category=category,
         kind=kind,
         channels=names,

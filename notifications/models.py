@@ -10,6 +10,7 @@ import uuid
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -147,6 +148,93 @@ OUTCOMES = {
 }
 
 
+class Broadcast(models.Model):
+    """One message to every member of an audience (notifications/broadcasts.py): its members
+    are fixed, in chunks, when it is queued, and the drains expand each chunk into one
+    notification a recipient, decided by their own choices as send_notification decides."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    audience = models.ForeignKey(
+        "recipients.Audience",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("audience"),
+    )
+    # What it was sent to, in words: kept when the audience is deleted or renamed.
+    audience_label = models.CharField(_("sent to"), max_length=200)
+    type = models.CharField(_("type"), max_length=64)
+    message_params = models.JSONField(_("parameters"), default=dict, blank=True)
+    # The channels named by the sender; null: each recipient's own.
+    channels = models.JSONField(_("channels"), null=True, blank=True)
+    action_url = models.CharField(_("link"), max_length=500, blank=True, default="")
+    lane = models.CharField(_("lane"), max_length=32, default=DEFAULT_LANE)
+    send_at = models.DateTimeField(_("send at"), null=True, blank=True)
+    cancel_key = models.CharField(_("cancel key"), max_length=200, blank=True, default="")
+    recipients = models.PositiveIntegerField(_("recipients"), default=0)
+    created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
+    cancelled_at = models.DateTimeField(_("cancelled"), null=True, blank=True)
+
+    class Meta:
+        db_table = 'notifications"."broadcasts'
+        verbose_name = _("broadcast")
+        verbose_name_plural = _("broadcasts")
+        ordering = ["-created_at"]
+        permissions = [("cancel_broadcast", _("Can cancel a broadcast"))]
+
+    def __str__(self) -> str:
+        return f"{self.type} → {self.audience_label}"
+
+
+class ChunkStatus(models.TextChoices):
+    PENDING = "pending", _("pending")
+    EXPANDING = "expanding", _("expanding")
+    DONE = "done", _("expanded")
+    CANCELLED = "cancelled", _("cancelled")
+    # Its expansion failed DELIVERY_MAX_ATTEMPTS times (error says why): staff look at it.
+    FAILED = "failed", _("failed")
+
+
+class BroadcastChunk(models.Model):
+    """Some of a broadcast's recipients, expanded by one drain in one transaction: claimed
+    and fenced like a delivery (attempts), put back by the reaper when its drain goes quiet."""
+
+    id = models.BigAutoField(primary_key=True)
+    broadcast = models.ForeignKey(
+        Broadcast, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("broadcast")
+    )
+    number = models.PositiveIntegerField(_("number"))
+    user_ids = ArrayField(models.IntegerField(), verbose_name=_("recipients"))
+    lane = models.CharField(_("lane"), max_length=32, default=DEFAULT_LANE)
+    status = models.CharField(
+        _("status"), max_length=16, choices=ChunkStatus.choices, default=ChunkStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    claimed_at = models.DateTimeField(_("claimed"), null=True, blank=True)
+    expanded_at = models.DateTimeField(_("expanded"), null=True, blank=True)
+    error = models.TextField(_("error"), blank=True, default="")
+
+    class Meta:
+        db_table = 'notifications"."broadcast_chunks'
+        verbose_name = _("broadcast chunk")
+        verbose_name_plural = _("broadcast chunks")
+        constraints = [
+            models.UniqueConstraint(fields=["broadcast", "number"], name="broadcast_chunks_once")
+        ]
+        indexes = [
+            # The expanders' claim and the reaper: only the chunks still to do.
+            models.Index(
+                fields=["status", "id"],
+                condition=Q(status__in=["pending", "expanding"]),
+                name="broadcast_chunks_open",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broadcast_id} #{self.number}"
+
+
 class Notification(models.Model):
     """One thing to tell one user, stored locale-neutral: rendered per recipient at send time."""
 
@@ -173,9 +261,27 @@ class Notification(models.Model):
     cancel_key = models.CharField(
         _("cancel key"), max_length=200, blank=True, default="", db_default=""
     )
+    # The broadcast it was expanded from (null: sent on its own). With the user, its key: a
+    # chunk expanded twice makes each recipient's notification once.
+    broadcast = models.ForeignKey(
+        Broadcast,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        db_index=False,
+        related_name="notifications",
+        verbose_name=_("broadcast"),
+    )
 
     class Meta:
         db_table = 'notifications"."notifications'
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broadcast", "user"],
+                condition=Q(broadcast__isnull=False),
+                name="notifications_broadcast_once",
+            )
+        ]
         verbose_name = _("notification")
         verbose_name_plural = _("notifications")
         indexes = [

@@ -735,15 +735,14 @@ def cancel(delivery_ids: Sequence[int]) -> set[int]:
 # wait PostgreSQL re-reads the carrier, so one a claim took meanwhile (processing, attempts
 # bumped) is no longer open and is not locked: it keeps its items, fixed by the claim, and the
 # key's notification in it is in flight.
-LOCK_CARRIERS_SQL = f"""
+_LOCK_CARRIERS = f"""
 SELECT d.id
 FROM notifications.notification_deliveries AS d
 WHERE d.id IN (
     SELECT i.carrier_id
     FROM notifications.digest_items AS i
     JOIN notifications.notifications AS n ON n.id = i.notification_id
-    WHERE n.cancel_key = %(key)s
-      AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
+    WHERE {{match}}
 )
   AND d.status = '{Status.PENDING}'
   AND d.attempts = 0
@@ -764,21 +763,19 @@ FOR NO KEY UPDATE OF d
 # item could look empty and be cancelled, and the joined notification with it. While the
 # carriers are locked no join adds to them and no claim takes them, so what this statement
 # reads of them is how they are sent, or cancelled.
-CANCEL_KEY_SQL = f"""
+_CANCEL_MATCHED = f"""
 WITH keyed AS (
     SELECT d.id, d.status
     FROM notifications.notification_deliveries AS d
     JOIN notifications.notifications AS n ON n.id = d.notification_id
-    WHERE n.cancel_key = %(key)s
-      AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
+    WHERE {{match}}
 ),
 items AS (
     SELECT i.carrier_id, i.notification_id, c.status
     FROM notifications.digest_items AS i
     JOIN notifications.notifications AS n ON n.id = i.notification_id
     JOIN notifications.notification_deliveries AS c ON c.id = i.carrier_id
-    WHERE n.cancel_key = %(key)s
-      AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)
+    WHERE {{match}}
 ),
 cancelled AS (
     UPDATE notifications.notification_deliveries AS d
@@ -838,6 +835,17 @@ SELECT (SELECT count(*) FROM cancelled WHERE NOT maybe_sent) + (SELECT count(*) 
 FROM keyed
 """.strip()
 
+# Which notifications a cancel takes: those under a key (of one user, when given), or those
+# of one broadcast.
+_BY_KEY = (
+    "n.cancel_key = %(key)s AND (%(user_id)s::bigint IS NULL OR n.user_id = %(user_id)s::bigint)"
+)
+_BY_BROADCAST = "n.broadcast_id = %(broadcast)s"
+LOCK_CARRIERS_SQL = _LOCK_CARRIERS.format(match=_BY_KEY)
+CANCEL_KEY_SQL = _CANCEL_MATCHED.format(match=_BY_KEY)
+LOCK_BROADCAST_CARRIERS_SQL = _LOCK_CARRIERS.format(match=_BY_BROADCAST)
+CANCEL_BROADCAST_SQL = _CANCEL_MATCHED.format(match=_BY_BROADCAST)
+
 
 @dataclass(frozen=True)
 class CancelCounts:
@@ -861,12 +869,23 @@ def cancel_key(*, key: str, user_id: int | None = None) -> CancelCounts:
 
     Two statements in one transaction (CANCEL_KEY_SQL says why): the one place here that
     holds a lock across statements, for as long as it takes to run the second."""
-    params = {"key": key, "user_id": user_id}
+    return _cancel_matched(LOCK_CARRIERS_SQL, CANCEL_KEY_SQL, {"key": key, "user_id": user_id})
+
+
+def cancel_broadcast(*, broadcast_id) -> CancelCounts:
+    """Cancel every pending delivery of the broadcast's notifications, and withdraw them from
+    the digests not claimed yet, as cancel_key does for a key."""
+    return _cancel_matched(
+        LOCK_BROADCAST_CARRIERS_SQL, CANCEL_BROADCAST_SQL, {"broadcast": broadcast_id}
+    )
+
+
+def _cancel_matched(lock_sql: str, cancel_sql: str, params: dict) -> CancelCounts:
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(LOCK_CARRIERS_SQL, params)
+        cursor.execute(lock_sql, params)
         carriers = [row[0] for row in cursor.fetchall()]
         cursor.execute(
-            CANCEL_KEY_SQL,
+            cancel_sql,
             {**params, "carriers": carriers, "open": [Status.PENDING, Status.PROCESSING]},
         )
         cancelled, in_flight, finished, _emptied, maybe_sent = cursor.fetchone()

@@ -123,6 +123,13 @@ DELIVERY_BATCH_SIZE = environment.whole_number(
 DELIVERY_CONCURRENCY = environment.whole_number(
     "DELIVERY_CONCURRENCY", default=16, minimum=1, maximum=64, why="drain_outbox's limit"
 )
+# How many recipients of a broadcast one drain expands in one transaction
+# (notifications/broadcasts.py): big enough that a chunk's few statements cost little a
+# recipient, small enough that a chunk takes a fraction of a second, so a drain expanding one
+# holds up a password reset no longer than that, and a killed drain redoes no more than that.
+BROADCAST_CHUNK_SIZE = environment.whole_number(
+    "BROADCAST_CHUNK_SIZE", default=1000, minimum=1, maximum=100_000, why="a chunk's transaction"
+)
 DELIVERY_LEASE_SECONDS = environment.number(
     "DELIVERY_LEASE_SECONDS", default=300.0, minimum=1, maximum=86_400, why="a day"
 )
@@ -394,6 +401,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.humanize",
+    # ArrayField (a broadcast chunk's recipients) and PostgreSQL's lookups.
+    "django.contrib.postgres",
     # Before staticfiles, so runserver serves files the way WhiteNoise does in production.
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
