@@ -10,7 +10,7 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from django.db import connection
 
-from notifications import broadcasts
+from notifications import broadcasts, outbox
 from notifications.drain import LANE_NAMES
 from notifications.enqueue import send_notification
 from notifications.models import (
@@ -366,3 +366,43 @@ def test_bad_arguments_are_refused_with_what_is_wrong(arguments, error):
     with pytest.raises((ValueError, TypeError), match=error):
         broadcasts.send_broadcast(**arguments)
     assert not Broadcast.objects.exists()
+
+
+def test_the_first_rows_are_claimable_while_later_chunks_wait(django_user_model, settings):
+    settings.BROADCAST_CHUNK_SIZE = 2
+    users = [
+        django_user_model.objects.create_user(f"e{n}", email=f"e{n}@x.example") for n in range(6)
+    ]
+    broadcast = broadcasts.send_broadcast(
+        audience=users, type="welcome", params=PARAMS, priority="low"
+    )
+    broadcasts.expand_next(lanes=LANE_NAMES)
+    claimed = outbox.claim(batch_size=100)
+    assert len(claimed) == 4  # two recipients, email and inbox
+    assert {d.lane for d in claimed} == {"low"}
+    assert BroadcastChunk.objects.filter(broadcast=broadcast, status="pending").count() == 2
+
+
+def test_a_password_reset_goes_before_a_low_lane_broadcast(django_user_model, settings):
+    settings.BROADCAST_CHUNK_SIZE = 2
+    users = [
+        django_user_model.objects.create_user(f"p{n}", email=f"p{n}@x.example") for n in range(6)
+    ]
+    low = broadcasts.send_broadcast(audience=users, type="welcome", params=PARAMS, priority="low")
+    broadcasts.expand_next(lanes=LANE_NAMES)
+    reset = send_notification(
+        user=users[-1],
+        type="account.password_reset",
+        params={"site_name": "v10r", "username": "p5", "url": "https://v10r.example/r/"},
+        channels=["email"],
+        priority="high",
+    )
+    # Of everything due, the reset is claimed first...
+    (first,) = outbox.claim(batch_size=1)
+    assert first.notification_id == reset.notification.pk
+    # ...and a high-lane broadcast's chunks are expanded before the low one's that came first.
+    high = broadcasts.send_broadcast(
+        audience=users[:2], type="welcome", params=PARAMS, priority="high"
+    )
+    assert broadcasts.expand_next(lanes=LANE_NAMES).broadcast_id == high.pk
+    assert broadcasts.expand_next(lanes=LANE_NAMES).broadcast_id == low.pk
