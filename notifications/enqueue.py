@@ -26,6 +26,7 @@ from django.db.models import Value, signals
 from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
+import transports
 from notifications import digests, lanes, outbox, wakeup
 from notifications.models import (
     DEFAULT_LANE,
@@ -38,7 +39,7 @@ from notifications.models import (
 from notifications.outbox import CancelCounts
 from recipients import catalogue, preferences, quiet, windows
 from recipients.models import ChannelAddress
-from transports.base import AddressSource
+from transports.base import AddressSource, QuietHours
 
 CANCEL_KEY_MAX = 200  # Notification.cancel_key's max_length
 
@@ -146,19 +147,29 @@ def send_notification(
         json.dumps(params)
     except TypeError as exc:
         raise ValueError(f"params must be JSON-serialisable: {exc}") from None
-    decisions = _decide(user=user, kind=kind, names=names, when=when)
+    written = {
+        "user": user,
+        "kind": kind,
+        "params": params,
+        "action_url": action_url,
+        "cancel_key": key,
+        "lane": lane,
+        "when": when,
+    }
     # An unsaved user takes the ORM's path, which refuses it as it always has.
-    if user.pk is not None and _writes_in_one_statement(decisions, when=when):
-        return _write_at_once(
-            user=user,
-            kind=kind,
-            params=params,
-            action_url=action_url,
-            cancel_key=key,
-            decisions=decisions,
-            lane=lane,
-            when=when,
+    if user.pk is not None and names is not None and _unread_choices_suffice(names):
+        # Decided as for a recipient who chose nothing, and written only if the database
+        # agrees, in the same statement: no read of their choices before it.
+        unchosen = _decide(
+            user=user, kind=kind, names=names, when=when, prefs=preferences.Preferences()
         )
+        if _writes_in_one_statement(unchosen, when=when):
+            enqueued = _write_at_once(decisions=unchosen, unless_chosen=True, **written)
+            if enqueued is not None:
+                return enqueued
+    decisions = _decide(user=user, kind=kind, names=names, when=when)
+    if user.pk is not None and _writes_in_one_statement(decisions, when=when):
+        return _write_at_once(decisions=decisions, **written)
     with transaction.atomic():
         notification = Notification.objects.create(
             user=user,
@@ -196,14 +207,16 @@ def _decide(
     names: list[str] | None,
     when: datetime | None = None,
     reached: bool = False,
+    prefs: preferences.Preferences | None = None,
 ):
     """Which of names (None: the user's own) are queued for user, and why the others are not.
 
-    Reads the preferences (one query), the user's addresses when a channel needs one (one),
-    and the end of the quiet window when a queued channel is held (one)."""
+    Reads the preferences (one query) unless given, the user's addresses when a channel needs
+    one (one), and the end of the quiet window when a queued channel is held (one)."""
     category_name = catalogue.MESSAGES[kind].category
     category = catalogue.CATEGORIES[category_name]
-    prefs = preferences.of(user)
+    if prefs is None:
+        prefs = preferences.of(user)
     sources = {name: _address_source(path) for name, path in settings.DELIVERY_CHANNELS.items()}
     active: set[str] = set()
     turned_off: set[str] = set()
@@ -271,6 +284,27 @@ def _own_channels(user, addressed: set[str], sources) -> list[str]:
     return email[:1]
 
 
+def _unread_choices_suffice(names: list[str]) -> bool:
+    """Whether the send to names can be decided without reading the recipient's choices
+    first, as for one who chose nothing, the statement that writes it checking that they did
+    not (UNCHOSEN_SQL): no channel of names needs an address row read."""
+    return all(_sources().get(name) in _ADDRESS_IN_HAND for name in names)
+
+
+# A channel whose address is the account's email or the account itself: decided from the
+# user object alone.
+_ADDRESS_IN_HAND = frozenset({AddressSource.EMAIL, AddressSource.ACCOUNT, AddressSource.NONE})
+
+
+@cache
+def _sources_of(channels: tuple[tuple[str, str], ...]) -> dict[str, AddressSource]:
+    return {name: _address_source(path) for name, path in channels}
+
+
+def _sources() -> dict[str, AddressSource]:
+    return _sources_of(tuple(settings.DELIVERY_CHANNELS.items()))
+
+
 def _writes_in_one_statement(decisions: _Decisions, *, when: datetime | None) -> bool:
     """Whether the notification and its rows are one INSERT: nothing joins a digest or counts
     against a throttle (the rows _gather would write), and no receiver listens for a
@@ -319,6 +353,60 @@ SELECT created_at FROM made
 """
 
 
+# WRITE_SQL for a send decided as for a recipient who chose nothing (_decide with the default
+# Preferences): written only if they did not, in this statement's own snapshot. They chose
+# nothing that matters here when no choice of theirs names the category on one of these
+# channels, they take it as no digest (when it can be one), and no quiet hours of theirs hold
+# one of the queued channels (when they can: always those of a channel that interrupts, those
+# of email when they ask). Their choices' version is read here too. No row comes back when they
+# did choose: the caller reads their choices and decides again.
+UNCHOSEN_SQL = """
+WITH d AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS d(channel text, status text, skip_reason text, held boolean)
+), unchosen AS (
+    SELECT NOT EXISTS (
+               SELECT FROM notifications.channel_preferences AS p
+               WHERE p.user_id = %(user)s
+                 AND p.category = %(category)s
+                 AND p.channel IN (SELECT channel FROM d)
+           )
+           AND NOT (%(digests)s AND EXISTS (
+               SELECT FROM notifications.digest_choices AS g
+               WHERE g.user_id = %(user)s AND g.category = %(category)s
+           ))
+           AND NOT (%(quiet)s AND EXISTS (
+               SELECT FROM notifications.recipients AS r
+               WHERE r.user_id = %(user)s
+                 AND r.quiet_start IS NOT NULL
+                 AND (%(always)s OR r.quiet_email)
+           )) AS yes
+), made AS (
+    INSERT INTO notifications.notifications
+        (id, user_id, type, message_key, message_params, action_url, cancel_key)
+    SELECT %(id)s, %(user)s, %(kind)s, %(kind)s, %(params)s::jsonb, %(action_url)s,
+           %(cancel_key)s
+    FROM unchosen
+    WHERE unchosen.yes
+    RETURNING id, created_at
+), rows AS (
+    INSERT INTO notifications.notification_deliveries
+        (notification_id, channel, lane, status, skip_reason, decided_version,
+         next_attempt_at)
+    SELECT made.id, d.channel, %(lane)s, d.status, d.skip_reason,
+           coalesce(
+               (SELECT version FROM notifications.choices_versions WHERE user_id = %(user)s), 0
+           ),
+           CASE WHEN d.status = 'pending' THEN GREATEST(now(), %(when)s::timestamptz)
+                ELSE now() END
+    FROM made, d
+    ON CONFLICT DO NOTHING
+)
+SELECT created_at FROM made
+"""
+
+
 def _write_at_once(
     *,
     user,
@@ -329,15 +417,30 @@ def _write_at_once(
     decisions: _Decisions,
     lane: str,
     when: datetime | None,
-) -> Enqueued:
+    unless_chosen: bool = False,
+) -> Enqueued | None:
     """Write what _write writes when nothing is gathered, in one statement (WRITE_SQL), and
-    return the notification as Notification.objects.create would have."""
+    return the notification as Notification.objects.create would have. unless_chosen: the
+    decisions are a recipient's who chose nothing, written only if they did not (UNCHOSEN_SQL;
+    None when they did, and nothing is written)."""
     reasons = decisions.reasons
     notification_id = uuid.uuid4()
+    checks = {}
+    if unless_chosen:
+        category = catalogue.CATEGORIES[decisions.category]
+        queued = [transports.get(n) for n, r in reasons.items() if r is None]
+        kinds = {c.quiet_hours for c in queued if c is not None}
+        checks = {
+            "category": decisions.category,
+            "digests": not category.required,
+            "quiet": not category.required and bool(kinds - {QuietHours.NEVER}),
+            "always": QuietHours.ALWAYS in kinds,
+        }
     with connection.cursor() as cursor:
         cursor.execute(
-            WRITE_SQL,
+            UNCHOSEN_SQL if unless_chosen else WRITE_SQL,
             {
+                **checks,
                 "id": notification_id,
                 "user": user.pk,
                 "kind": kind,
@@ -361,7 +464,10 @@ def _write_at_once(
                 ),
             },
         )
-        (created_at,) = cursor.fetchone()
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    (created_at,) = found
     notification = Notification(
         id=notification_id,
         user=user,

@@ -39,6 +39,7 @@ def test_a_drain_sends_each_due_delivery_and_reports_it(db, user):
         "released": 0,
         "unwanted": 0,
         "held": 0,
+        "expanded": 0,
         "skipped": False,
         "more_due": False,
     }

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import time
+
 import pytest
 from django.db import transaction
 from django.db.models.signals import post_save
@@ -7,8 +9,9 @@ from django.db.models.signals import post_save
 from notifications import worker
 from notifications.enqueue import add_channels, send_notification
 from notifications.models import Notification, NotificationDelivery
-from recipients import catalogue
+from recipients import catalogue, preferences
 from recipients.models import Recipient
+from recipients.windows import Digest
 from tests.helpers import notify
 from tests.notifications.channels import RecordingChannel
 
@@ -264,14 +267,61 @@ def test_a_naive_or_non_datetime_send_at_is_refused(db, user):
     assert Notification.objects.count() == 0
 
 
-def test_a_send_that_joins_no_digest_is_one_read_and_one_write(
+def test_a_send_to_a_recipient_who_chose_nothing_is_one_statement(
     db, user, settings, django_assert_num_queries
 ):
-    # The preferences' read, then the notification and its rows in one INSERT (enqueue's
-    # WRITE_SQL); no throttle counts it, and nothing gathers it.
+    # Decided as for one who chose nothing, and written by the statement that checks it
+    # (enqueue's UNCHOSEN_SQL); no throttle counts it, and nothing gathers it.
     settings.NOTIFICATION_THROTTLE_LIMIT = 0
-    with django_assert_num_queries(2):
-        welcome(user, channels=["email", "recording"])
+    with django_assert_num_queries(1):
+        sent = send_notification(
+            user=user, type="welcome", params={"name": "Ada"}, channels=["email", "recording"]
+        )
+    assert sent.queued == ("email", "recording")
+    assert NotificationDelivery.objects.filter(notification=sent.notification).count() == 2
+
+
+@pytest.mark.parametrize(
+    "choice",
+    ["opted out of email", "a digest", "quiet hours on email", "a choice on another channel"],
+)
+def test_a_send_to_a_recipient_who_chose_is_decided_by_their_choices(
+    db, user, settings, django_assert_num_queries, choice
+):
+    # The statement that assumed they chose nothing writes nothing; their choices are read and
+    # the send decided by them, in two more statements.
+    settings.NOTIFICATION_THROTTLE_LIMIT = 0
+    expected = {"email": None, "recording": None}
+    if choice == "opted out of email":
+        preferences.choose(user, choices={("account", "email"): False})
+        expected["email"] = "opted_out"
+    elif choice == "a digest":
+        preferences.choose_digests(user, digests={"account": Digest("daily", 9)})
+    elif choice == "quiet hours on email":
+        Recipient.objects.create(
+            user=user, quiet_start=time(0), quiet_end=time(23, 59), quiet_email=True
+        )
+    else:
+        preferences.choose(user, choices={("account", "webhook"): True})
+    # Their choices' read after the first statement; a held send reads its window's end too;
+    # a digest's join, its carrier and the savepoint around them take eight in all.
+    queries = {"a choice on another channel": 1, "opted out of email": 3, "a digest": 8}
+    with django_assert_num_queries(queries.get(choice, 4)):
+        sent = send_notification(
+            user=user, type="welcome", params={"name": "Ada"}, channels=["email", "recording"]
+        )
+    rows = dict(
+        NotificationDelivery.objects.filter(notification=sent.notification).values_list(
+            "channel", "skip_reason"
+        )
+    )
+    if choice == "a digest":
+        assert set(sent.digested) == {"email", "recording"}
+    elif choice == "quiet hours on email":
+        held = NotificationDelivery.objects.get(notification=sent.notification, channel="email")
+        assert held.held_until is not None
+    else:
+        assert {c: r or None for c, r in rows.items()} == expected
 
 
 def test_the_notification_returned_is_the_one_stored(db, user, settings):

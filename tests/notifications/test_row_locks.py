@@ -17,8 +17,15 @@ from django.db import transaction
 
 from core import ratelimit
 from core.models import RateLimitWindow
-from notifications import outbox, retention
-from notifications.models import Notification, NotificationDelivery, Status
+from notifications import broadcasts, outbox, retention
+from notifications.drain import LANE_NAMES
+from notifications.models import (
+    BroadcastChunk,
+    ChunkStatus,
+    Notification,
+    NotificationDelivery,
+    Status,
+)
 from tests.helpers import BASE_DIR, execute, make_deliveries
 
 LOCK_TIMEOUT = "2s"
@@ -113,6 +120,27 @@ def expired_windows(user):
     return keys
 
 
+def three_chunks(user):
+    made = [
+        broadcasts.send_broadcast(audience=[user], type="welcome", params={"name": "Ada"})
+        for _ in range(3)
+    ]
+    return list(BroadcastChunk.objects.filter(broadcast__in=made).values_list("pk", flat=True))
+
+
+def expand_every_chunk():
+    while broadcasts.expand_next(lanes=LANE_NAMES) is not None:
+        pass
+
+
+def chunks_left(ids):
+    return set(
+        BroadcastChunk.objects.filter(pk__in=ids)
+        .exclude(status=ChunkStatus.DONE)
+        .values_list("pk", flat=True)
+    )
+
+
 def prune_old():
     return retention.prune(
         retention.RetentionPolicy(
@@ -137,6 +165,13 @@ CASES = {
     "retention's walk": Case(old_sent_rows, DELIVERIES, "id", prune_old, deliveries_left),
     "retention's sweep of empty notifications": Case(
         old_empty_notifications, "notifications.notifications", "id", prune_old, notifications_left
+    ),
+    "the expanders' claim of a broadcast's chunk": Case(
+        three_chunks,
+        "notifications.broadcast_chunks",
+        "id",
+        expand_every_chunk,
+        chunks_left,
     ),
     "the rate limits' pruning": Case(
         expired_windows,
