@@ -26,8 +26,8 @@ STANDARD = ("changelist", "add", "history", "delete", "change")
 
 # Custom views a viewer may use, and why that is safe. The jobs page lists the jobs and their
 # last runs: it reads, and writes nothing (Run now is a view of its own, behind jobs.run_job).
-# An audience's members page lists them, a page at a time, and answers only GET (Import CSV is
-# a view of its own, behind recipients.change_audience).
+# An audience's members page lists them, a page at a time, and answers only GET (Import CSV and
+# Remove are views of their own, behind recipients.change_audience).
 # Anything not listed here must refuse a viewer: the probe too, which makes the site call a
 # provider with its bot token (recipients.probe_channel).
 OPEN_TO_VIEWERS = {"jobs_jobrun_schedule", "recipients_audience_members"}
@@ -179,7 +179,7 @@ def test_the_walk_reaches_the_secret_actions_and_the_retry_views():
     assert {"rotate_webhook_secret", "drop_previous_webhook_secret", "retry_selected"} <= names
     assert {"retry_failed", "delete_selected"} <= names
     assert {"notifications_needsattention_retry", "recipients_channel_probe"} <= views
-    assert "notifications_broadcast_cancel" in views
+    assert {"notifications_broadcast_cancel", "recipients_audience_members_remove"} <= views
 
 
 def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_user_model):
