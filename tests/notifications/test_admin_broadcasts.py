@@ -223,6 +223,11 @@ def test_a_view_only_staff_member_sees_no_cancel_and_is_refused_it(django_user_m
 
 def test_a_staff_member_who_may_view_and_cancel_cancels(django_user_model, half_done):
     client = staff_client(django_user_model, "canceller", *VIEW_AND_CANCEL)
+    # Only with the page's CSRF token: another site's form cannot cancel for them.
+    forged = Client(enforce_csrf_checks=True)
+    forged.force_login(django_user_model.objects.get(username="canceller"))
+    assert forged.post(cancel_url(half_done), {"confirmed": "yes"}).status_code == 403
+    assert Broadcast.objects.get(pk=half_done.pk).cancelled_at is None
     page = client.get(page_of(half_done)).content.decode()
     assert f'action="{cancel_url(half_done)}"' in page
     response = client.post(cancel_url(half_done), {"confirmed": "yes"}, follow=True)
