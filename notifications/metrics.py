@@ -4,7 +4,8 @@ Everything is read from PostgreSQL at scrape time, so every gunicorn worker and 
 answers the same numbers, and a drain process on another host counts as much as one here:
 
 - gauges straight from the tables (queue depth, the oldest due row's wait, each running drain
-  loop's heartbeat age, the deliveries table's size, the last prune);
+  loop's heartbeat age, the deliveries table's size, the last prune, broadcasts by state and
+  their chunks by status, the recent broadcasts' deliveries by status);
 - counters and histograms that drain processes keep in the drain_metrics table. Each process
   adds what it did since its last flush to rows of its own (worker, metric, label), once a
   heartbeat, so a scrape sums every process that ever ran, alive or not; a process killed
@@ -27,6 +28,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -36,7 +38,17 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 import transports as channels
 from notifications import heartbeat, outbox, retention, stats
-from notifications.models import DUE_SQL, SHOWN_SQL, SHOWN_STATUS_SQL, ShownStatus, Status
+from notifications.models import (
+    DUE_SQL,
+    SHOWN_SQL,
+    SHOWN_STATUS_SQL,
+    Broadcast,
+    BroadcastChunk,
+    BroadcastState,
+    ChunkStatus,
+    ShownStatus,
+    Status,
+)
 
 # Upper bounds, in seconds, of the claim and write histograms' buckets (+Inf is implied).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -130,6 +142,23 @@ WHERE stopped_at IS NULL AND ticked_at > now() - interval '1 hour'
 """.strip()
 
 
+# The deliveries of the broadcasts due in the last day (or later: a scheduled one counts from
+# when it is due), by status. Its cost is not the broadcasts table's but their deliveries': one
+# probe of the notifications' (broadcast, user) index per recipient and one of the deliveries'
+# (notification, channel) index per row, so a day that broadcast to a million recipients on two
+# channels has each scrape read some three million index entries. The bound keeps it to the
+# broadcasts still being delivered; the counters (v10r_outbox_sends) cover the rest.
+BROADCAST_DELIVERIES_SQL = """
+SELECT d.status, count(*)
+FROM notifications.broadcasts AS b
+JOIN notifications.notifications AS n ON n.broadcast_id = b.id
+JOIN notifications.notification_deliveries AS d ON d.notification_id = n.id
+WHERE coalesce(b.send_at, b.created_at) > now() - make_interval(secs => %(seconds)s)
+GROUP BY 1
+""".strip()
+BROADCAST_DELIVERIES_WINDOW = timedelta(days=1)
+
+
 class Tally:
     """What one process did since its last flush: counter increments and histogram samples."""
 
@@ -199,6 +228,11 @@ class QueueCollector(Collector):
                 },
             )
             beats = cursor.fetchall()
+            cursor.execute(
+                BROADCAST_DELIVERIES_SQL,
+                {"seconds": BROADCAST_DELIVERIES_WINDOW.total_seconds()},
+            )
+            broadcast_rows = cursor.fetchall()
         depth = stats.queue_depth()
         skipped = stats.skipped()
         yield from _depth(depth_rows, depth, skipped)
@@ -226,6 +260,7 @@ class QueueCollector(Collector):
         size.add_metric([], float(stats.table_bytes()))
         yield size
         yield from _prune(retention.last_run())
+        yield from _broadcasts(broadcast_rows)
 
 
 # The states DEPTH_SQL counts per channel.
@@ -350,6 +385,51 @@ def _prune(last) -> Iterable:
     seconds = GaugeMetricFamily("v10r_outbox_prune_last_seconds", "How long the last prune ran.")
     seconds.add_metric([], float(report.get("seconds", 0)))
     yield seconds
+
+
+def _broadcasts(delivery_rows) -> Iterable:
+    """Broadcasts by state and their chunks by status, read from those two tables alone (as
+    the admin's list reads them), and the recent broadcasts' deliveries (delivery_rows)."""
+    states = dict(
+        Broadcast.objects.with_state()
+        .order_by()
+        .values("state")
+        .annotate(count=Count("pk"))
+        .values_list("state", "count")
+    )
+    family = GaugeMetricFamily(
+        "v10r_broadcasts",
+        "Broadcasts per state: expanding (chunks wait to be expanded into deliveries), "
+        "expanded, failed (a chunk failed for good; staff read its error on the broadcast's "
+        "admin page), cancelled.",
+        labels=["state"],
+    )
+    for state in BroadcastState:
+        family.add_metric([state.value], states.get(state.value, 0))
+    yield family
+    statuses = dict(
+        BroadcastChunk.objects.order_by()
+        .values("status")
+        .annotate(count=Count("pk"))
+        .values_list("status", "count")
+    )
+    chunks = GaugeMetricFamily(
+        "v10r_broadcast_chunks",
+        "Broadcast chunks per status (pending, expanding, done, cancelled, failed).",
+        labels=["status"],
+    )
+    for status in ChunkStatus:
+        chunks.add_metric([status.value], statuses.get(status.value, 0))
+    yield chunks
+    counts = dict(delivery_rows)
+    deliveries = GaugeMetricFamily(
+        "v10r_broadcast_deliveries",
+        "Deliveries of the broadcasts due in the last 24 hours (or later), per stored status.",
+        labels=["status"],
+    )
+    for status in Status:
+        deliveries.add_metric([status.value], counts.get(status.value, 0))
+    yield deliveries
 
 
 def fold_retired() -> int:

@@ -13,7 +13,9 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 import transports as channels
 from core.database import DatabaseNow
@@ -148,6 +150,66 @@ OUTCOMES = {
 }
 
 
+# With a context: the channels' address checks have a "broadcast" of their own (an address).
+BROADCAST_NAME = pgettext_lazy("a message to an audience", "broadcast")
+
+
+class BroadcastState(models.TextChoices):
+    """What people read of a broadcast: derived from its chunks, never stored
+    (BroadcastQuerySet.with_state). A failed chunk is named before chunks still waiting,
+    because it is the one that needs someone to look."""
+
+    EXPANDING = "expanding", _("expanding")
+    EXPANDED = "expanded", _("expanded")
+    FAILED = "failed", _("has failed chunks")
+    CANCELLED = "cancelled", _("cancelled")
+
+
+class BroadcastQuerySet(models.QuerySet):
+    def with_state(self):
+        """Each broadcast's BroadcastState, as `state`.
+
+        Two EXISTS probes per broadcast through the chunks' (broadcast, number) index: it
+        reads the broadcast's chunk rows, never its notifications or deliveries."""
+        chunks = BroadcastChunk.objects.filter(broadcast=models.OuterRef("pk"))
+        unfinished = [ChunkStatus.PENDING, ChunkStatus.EXPANDING]
+        return self.annotate(
+            state=models.Case(
+                models.When(
+                    cancelled_at__isnull=False, then=models.Value(BroadcastState.CANCELLED)
+                ),
+                models.When(
+                    models.Exists(chunks.filter(status=ChunkStatus.FAILED)),
+                    then=models.Value(BroadcastState.FAILED),
+                ),
+                models.When(
+                    models.Exists(chunks.filter(status__in=unfinished)),
+                    then=models.Value(BroadcastState.EXPANDING),
+                ),
+                default=models.Value(BroadcastState.EXPANDED),
+                output_field=models.CharField(),
+            )
+        )
+
+    def with_progress(self):
+        """with_state(), and `expanded`: how many of its recipients the drains have expanded,
+        the sizes of its done chunks added up.
+
+        The chunks table answers it in the same statement, for the rows the statement
+        returns: the cost is the arrays of those broadcasts' chunks (about 4 bytes a
+        recipient), however many deliveries they made."""
+        sizes = (
+            BroadcastChunk.objects.filter(broadcast=models.OuterRef("pk"), status=ChunkStatus.DONE)
+            .order_by()
+            .values("broadcast")
+            .annotate(size=models.Sum(models.Func(models.F("user_ids"), function="cardinality")))
+            .values("size")
+        )
+        return self.with_state().annotate(
+            expanded=Coalesce(models.Subquery(sizes, output_field=models.BigIntegerField()), 0)
+        )
+
+
 class Broadcast(models.Model):
     """One message to every member of an audience (notifications/broadcasts.py): its members
     are fixed, in chunks, when it is queued, and the drains expand each chunk into one
@@ -176,9 +238,11 @@ class Broadcast(models.Model):
     created_at = models.DateTimeField(_("created"), db_default=DatabaseNow())
     cancelled_at = models.DateTimeField(_("cancelled"), null=True, blank=True)
 
+    objects = BroadcastQuerySet.as_manager()
+
     class Meta:
         db_table = 'notifications"."broadcasts'
-        verbose_name = _("broadcast")
+        verbose_name = BROADCAST_NAME
         verbose_name_plural = _("broadcasts")
         ordering = ["-created_at"]
         permissions = [("cancel_broadcast", _("Can cancel a broadcast"))]
@@ -202,7 +266,7 @@ class BroadcastChunk(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     broadcast = models.ForeignKey(
-        Broadcast, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("broadcast")
+        Broadcast, on_delete=models.CASCADE, related_name="chunks", verbose_name=BROADCAST_NAME
     )
     number = models.PositiveIntegerField(_("number"))
     user_ids = ArrayField(models.IntegerField(), verbose_name=_("recipients"))
@@ -270,7 +334,7 @@ class Notification(models.Model):
         blank=True,
         db_index=False,
         related_name="notifications",
-        verbose_name=_("broadcast"),
+        verbose_name=BROADCAST_NAME,
     )
 
     class Meta:

@@ -1,5 +1,6 @@
 """Audiences in the staff console: each one's kind and size, its members a page at a time, and
-Import CSV on a static one's page (recipients/audiences.py does the work)."""
+for a static one Import CSV on its page and Remove on its members' page (recipients/audiences.py
+does the work)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponseNotAllowed
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import formats
 from django.utils.html import format_html
-from django.utils.translation import gettext, ngettext_lazy
+from django.utils.translation import gettext, ngettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
 
 from core.admin_wording import Worded
 from recipients import audiences
@@ -93,6 +95,11 @@ class AudienceAdmin(Worded, admin.ModelAdmin):
                 name="recipients_audience_members",
             ),
             path(
+                "<int:object_id>/members/remove/",
+                self.admin_site.admin_view(require_POST(self.remove_members_view)),
+                name="recipients_audience_members_remove",
+            ),
+            path(
                 "<int:object_id>/import/",
                 self.admin_site.admin_view(self.import_view),
                 name="recipients_audience_import",
@@ -130,7 +137,8 @@ class AudienceAdmin(Worded, admin.ModelAdmin):
         return audience
 
     def members_view(self, request, object_id: int):
-        """The audience's members, a page at a time: it only reads."""
+        """The audience's members, a page at a time: it only reads (Remove posts to
+        remove_members_view)."""
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET"])
         audience = self._audience(request, object_id)
@@ -152,8 +160,47 @@ class AudienceAdmin(Worded, admin.ModelAdmin):
                 "original": audience,
                 "title": gettext("Members of %(audience)s") % {"audience": audience.name},
                 "page": page,
+                "may_remove": (
+                    audience.kind == AudienceKind.STATIC
+                    and self.has_change_permission(request, audience)
+                ),
             },
         )
+
+    def remove_members_view(self, request, object_id: int):
+        """Remove the members ticked on the members' page from a static audience, and go back
+        to the page they were ticked on."""
+        audience = self._audience(request, object_id)
+        if not self.has_change_permission(request, audience):
+            raise PermissionDenied
+        if audience.kind != AudienceKind.STATIC:
+            raise Http404
+        # Ids only: a value that is not one names nobody, and is left out.
+        ids = sorted({int(v) for v in request.POST.getlist("user") if v.isascii() and v.isdigit()})
+        back = reverse("admin:recipients_audience_members", args=[audience.pk])
+        page = request.POST.get("page", "")
+        if page.isascii() and page.isdigit():
+            back += f"?page={page}"
+        if not ids:
+            self.message_user(request, gettext("Tick the members to remove."), messages.WARNING)
+            return HttpResponseRedirect(back)
+        removed = audiences.remove(audience, ids)
+        if removed:
+            self.log_change(
+                request, audience, [{"changed": {"fields": [gettext("members (removed)")]}}]
+            )
+            said = ngettext("%(n)s member removed.", "%(n)s members removed.", removed) % {
+                "n": formats.number_format(removed, force_grouping=True)
+            }
+            self.message_user(request, said, messages.SUCCESS)
+        if left := len(ids) - removed:
+            said = ngettext(
+                "%(n)s of the users ticked was no longer a member.",
+                "%(n)s of the users ticked were no longer members.",
+                left,
+            ) % {"n": formats.number_format(left, force_grouping=True)}
+            self.message_user(request, said, messages.WARNING)
+        return HttpResponseRedirect(back)
 
     def import_view(self, request, object_id: int):
         """Import CSV: add the users a file names to a static audience, and show the report."""

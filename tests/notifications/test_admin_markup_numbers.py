@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group
 from django.test import RequestFactory
 from django.urls import reverse
 
-from notifications import outbox
+from notifications import broadcasts, outbox
 from recipients import audiences
 from recipients.models import Audience, ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries, make_timed_run, mark_failed, mark_sent
@@ -74,6 +74,7 @@ def busy(user):
     Recipient.objects.create(user=user)
     Group.objects.create(name="support")
     audiences.add(Audience.objects.create(name="Beta testers", key="beta"), [user])
+    broadcasts.send_broadcast(audience=[user], type="welcome", params={"name": "Ada"})
     make_timed_run()
     return ids
 

@@ -11,6 +11,9 @@ from django.contrib.auth.models import Group, Permission
 from django.test import RequestFactory
 from django.urls import reverse
 
+from notifications import broadcasts
+from notifications.drain import LANE_NAMES
+from notifications.models import BroadcastChunk
 from recipients import audiences
 from recipients.models import Audience, ChannelAddress, Recipient, WebhookSecret
 from tests.helpers import finish, make_deliveries, make_timed_run
@@ -23,16 +26,18 @@ STANDARD = ("changelist", "add", "history", "delete", "change")
 
 # Custom views a viewer may use, and why that is safe. The jobs page lists the jobs and their
 # last runs: it reads, and writes nothing (Run now is a view of its own, behind jobs.run_job).
-# An audience's members page lists them, a page at a time, and answers only GET (Import CSV is
-# a view of its own, behind recipients.change_audience).
+# An audience's members page lists them, a page at a time, and answers only GET (Import CSV and
+# Remove are views of their own, behind recipients.change_audience).
 # Anything not listed here must refuse a viewer: the probe too, which makes the site call a
 # provider with its bot token (recipients.probe_channel).
 OPEN_TO_VIEWERS = {"jobs_jobrun_schedule", "recipients_audience_members"}
 
 
 @pytest.fixture
-def world(user, django_user_model):
+def world(user, django_user_model, settings):
     """At least one row behind every list, so each action has something to act on."""
+    settings.BROADCAST_CHUNK_SIZE = 1
+    others = [django_user_model.objects.create_user(f"other{n}") for n in range(2)]
     ids = make_deliveries(user, 3)
     finish(ids[:1], status="dead")
     finish(ids[1:2], status="failed")
@@ -46,6 +51,9 @@ def world(user, django_user_model):
     Recipient.objects.create(user=user)
     Group.objects.create(name="support")
     audiences.add(Audience.objects.create(name="Beta testers", key="beta"), [user])
+    # A broadcast half expanded, so that Cancel would have something to withdraw.
+    broadcasts.send_broadcast(audience=[user, *others], type="welcome", params={"name": "Ada"})
+    broadcasts.expand_next(lanes=LANE_NAMES)
     make_timed_run()
     return ids
 
@@ -61,7 +69,7 @@ def viewer(client, django_user_model):
 def snapshot() -> dict[str, list[tuple]]:
     """Every row of every table the console reaches, as plain values."""
     models = {ma.model._meta.concrete_model for ma in admin.site._registry.values()}
-    models |= {WebhookSecret, LogEntry, Permission}
+    models |= {WebhookSecret, LogEntry, Permission, BroadcastChunk}
     return {
         model._meta.label: sorted(map(repr, model._base_manager.values_list())) for model in models
     }
@@ -140,9 +148,10 @@ def test_a_view_only_staff_member_is_refused_every_custom_view_that_changes_anyt
     client, person = viewer
     arguments = {}
     for name, converter in pattern.pattern.converters.items():
-        arguments[name] = (
-            some_pk(model_admin, person) if converter.regex == "[0-9]+" else "recording"
-        )
+        # A row's id (a number, or a broadcast's uuid as Django's own views take it), else a
+        # channel's name.
+        is_row = converter.regex == "[0-9]+" or name == "object_id"
+        arguments[name] = some_pk(model_admin, person) if is_row else "recording"
     url = reverse(f"admin:{pattern.name}", kwargs=arguments)
     before, known = snapshot(), secrets()
     response = client.post(url)
@@ -170,6 +179,7 @@ def test_the_walk_reaches_the_secret_actions_and_the_retry_views():
     assert {"rotate_webhook_secret", "drop_previous_webhook_secret", "retry_selected"} <= names
     assert {"retry_failed", "delete_selected"} <= names
     assert {"notifications_needsattention_retry", "recipients_channel_probe"} <= views
+    assert {"notifications_broadcast_cancel", "recipients_audience_members_remove"} <= views
 
 
 def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_user_model):

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import translation
 
 from core.admin_wording import Worded
+from notifications import broadcasts
 from recipients import audiences
 from recipients.models import Audience, ChannelAddress, Recipient
 from tests.helpers import finish, make_deliveries
@@ -35,6 +36,7 @@ def rows(user):
     ChannelAddress.objects.create(user=user, channel="telegram", address="1001")
     Recipient.objects.create(user=user)
     audiences.add(Audience.objects.create(name="Beta testers", key="beta"), [user])
+    broadcasts.send_broadcast(audience=[user], type="welcome", params={"name": "Ada"})
 
 
 def logged_in(person) -> Client:

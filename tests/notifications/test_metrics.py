@@ -8,8 +8,15 @@ from datetime import timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from notifications import metrics, retention
-from notifications.models import DrainMetric
+from notifications import broadcasts, metrics, retention
+from notifications.drain import LANE_NAMES
+from notifications.models import (
+    BroadcastChunk,
+    ChunkStatus,
+    DrainMetric,
+    NotificationDelivery,
+    Status,
+)
 from notifications.worker import Worker
 from tests.helpers import (
     counts,
@@ -285,3 +292,45 @@ def test_skipped_rows_are_counted_per_channel_and_reason(client, metrics_on, use
     assert sample(families, skipped, channel="telegram", reason="no_address") == 1
     assert sample(families, "v10r_outbox_deliveries", state="skipped", channel="email") == 2
     assert sample(families, "v10r_outbox_deliveries", state="skipped", channel="telegram") == 1
+
+
+@pytest.mark.django_db
+def test_broadcasts_their_chunks_and_the_recent_ones_deliveries_are_counted(
+    client, metrics_on, django_user_model, settings
+):
+    settings.BROADCAST_CHUNK_SIZE = 2
+    users = [
+        django_user_model.objects.create_user(f"m{n}", email=f"m{n}@x.example") for n in range(3)
+    ]
+    welcome = {"type": "welcome", "params": {"name": "Ada"}}
+    # Expanded: one recipient, email queued and the inbox's row sent.
+    done = broadcasts.send_broadcast(audience=users[:1], **welcome)
+    broadcasts.expand_next(lanes=LANE_NAMES)
+    NotificationDelivery.objects.filter(notification__broadcast=done, channel="inapp").update(
+        status=Status.SENT
+    )
+    # Expanded two days ago: its rows are not counted any more.
+    old = broadcasts.send_broadcast(audience=users[:1], **welcome)
+    broadcasts.expand_next(lanes=LANE_NAMES)
+    execute(
+        "UPDATE notifications.broadcasts SET created_at = now() - interval '2 days' WHERE id = %s",
+        [old.pk],
+    )
+    # Expanding: the first of its two chunks expanded (two recipients, two channels each).
+    halfway = broadcasts.send_broadcast(audience=users, **welcome)
+    assert broadcasts.expand_next(lanes=LANE_NAMES).broadcast_id == halfway.pk
+    # Cancelled before any chunk was expanded; and one whose only chunk failed.
+    broadcasts.cancel_broadcast(broadcasts.send_broadcast(audience=users, **welcome))
+    failed = broadcasts.send_broadcast(audience=users[:1], **welcome)
+    BroadcastChunk.objects.filter(broadcast=failed).update(status=ChunkStatus.FAILED)
+
+    found = scrape(client)
+    states = {"expanding": 1, "expanded": 2, "failed": 1, "cancelled": 1}
+    for state, count in states.items():
+        assert sample(found, "v10r_broadcasts", state=state) == count, state
+    chunks = {"pending": 1, "expanding": 0, "done": 3, "cancelled": 2, "failed": 1}
+    for status, count in chunks.items():
+        assert sample(found, "v10r_broadcast_chunks", status=status) == count, status
+    deliveries = {"pending": 1 + 4, "sent": 1, "failed": 0, "dead": 0, "cancelled": 0}
+    for status, count in deliveries.items():
+        assert sample(found, "v10r_broadcast_deliveries", status=status) == count, status

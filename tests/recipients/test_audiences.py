@@ -7,6 +7,7 @@ import io
 import time
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
 from django.db import connection
@@ -283,7 +284,7 @@ def test_the_list_shows_each_audiences_size_and_the_members_page_lists_them(
     assert listing.status_code == 200
     page = admin_client.get(reverse("admin:recipients_audience_members", args=[static.pk]))
     body = page.content.decode()
-    assert "4 active members" in body and "U3@example.com" in body and "<td>u4</td>" not in body
+    assert "4 active members" in body and "U3@example.com" in body and ">u4<" not in body
     change = admin_client.get(reverse("admin:recipients_audience_change", args=[static.pk]))
     assert reverse("admin:recipients_audience_import", args=[static.pk]) in change.content.decode()
 
@@ -317,3 +318,56 @@ def test_a_queryset_is_added_and_removed_inside_the_database(people, static, dja
     assert audiences.remove(static, chosen.filter(username="u1")) == 1
     assert audiences.remove(static, chosen.filter(username="u1")) == 0
     assert usernames(static) == ["u2"]
+
+
+def test_staff_who_may_change_remove_the_ticked_members_and_are_told_how_many(
+    people, static, django_user_model, collected_static
+):
+    audiences.add(static, people[:4])
+    client = staff(django_user_model, "view_audience", "change_audience")
+    members = reverse("admin:recipients_audience_members", args=[static.pk])
+    remove = reverse("admin:recipients_audience_members_remove", args=[static.pk])
+    page = client.get(members).content.decode()
+    assert f'action="{remove}"' in page
+    assert f'name="user" value="{people[1].pk}"' in page
+    ticked = [people[1].pk, people[2].pk, people[4].pk, "x", ""]  # u4 is no (active) member
+    response = client.post(remove, {"user": ticked, "page": "1"}, follow=True)
+    assert response.redirect_chain[-1][0] == f"{members}?page=1"
+    body = response.content.decode()
+    assert "2 members removed." in body
+    assert "1 of the users ticked was no longer a member." in body
+    assert usernames(static) == ["u0", "u3"]
+    entry = LogEntry.objects.get(object_id=str(static.pk))
+    assert "members (removed)" in entry.get_change_message()
+    nothing = client.post(remove, {}, follow=True).content.decode()
+    assert "Tick the members to remove." in nothing
+    russian = client.post("/ru" + remove, {"user": [people[0].pk]}, follow=True)
+    assert "Удалён 1 участник." in russian.content.decode()
+    assert usernames(static) == ["u3"]
+
+
+def test_a_view_only_staff_member_can_remove_nobody(people, static, django_user_model):
+    audiences.add(static, people[:2])
+    client = staff(django_user_model, "view_audience")
+    members = client.get(reverse("admin:recipients_audience_members", args=[static.pk]))
+    assert members.status_code == 200
+    assert 'name="user"' not in members.content.decode()
+    remove = reverse("admin:recipients_audience_members_remove", args=[static.pk])
+    assert client.post(remove, {"user": [people[0].pk]}).status_code == 403
+    assert client.get(remove).status_code == 405
+    assert usernames(static) == ["u0", "u1"]
+
+
+def test_members_of_an_audience_that_is_not_static_cannot_be_removed(
+    people, admin_client, django_user_model
+):
+    group = Group.objects.create(name="support")
+    people[0].groups.add(group)
+    audience = Audience.objects.create(
+        name="Support", key="support", kind=AudienceKind.GROUP, group=group
+    )
+    page = admin_client.get(reverse("admin:recipients_audience_members", args=[audience.pk]))
+    assert "u0" in page.content.decode() and 'name="user"' not in page.content.decode()
+    remove = reverse("admin:recipients_audience_members_remove", args=[audience.pk])
+    assert admin_client.post(remove, {"user": [people[0].pk]}).status_code == 404
+    assert usernames(audience) == ["u0"]
