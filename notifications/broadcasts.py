@@ -203,18 +203,24 @@ FOR SHARE
 # it meanwhile (that drain's expansion is the one that counts; this one rolls back).
 FINISH_CHUNK_SQL = """
 UPDATE notifications.broadcast_chunks
-SET status = %(status)s, expanded_at = now(), error = %(error)s
+SET status = %(status)s,
+    expanded_at = CASE WHEN %(status)s = 'done' THEN now() END,
+    error = %(error)s
 WHERE id = %(chunk)s AND attempts = %(fence)s AND status = 'expanding'
 """.strip()
 
-# A chunk whose drain went quiet past the lease goes back; one that has failed as many times
-# as a delivery may is left failed, for staff to read its error.
+# A chunk whose drain went quiet past the lease goes back, however often: its expansion is one
+# transaction, so a drain killed in it left nothing behind, and a recipient is never given up
+# on because drains died (only an expansion that fails, FAIL_CHUNK_SQL, counts against the
+# budget). A chunk of a broadcast cancelled meanwhile is cancelled instead.
 RECLAIM_CHUNKS_SQL = """
-UPDATE notifications.broadcast_chunks
-SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'failed' ELSE 'pending' END,
+UPDATE notifications.broadcast_chunks AS c
+SET status = CASE WHEN b.cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END,
     error = 'The drain expanding this chunk did not finish within its lease.'
-WHERE status = 'expanding'
-  AND claimed_at < now() - make_interval(secs => %(lease_seconds)s)
+FROM notifications.broadcasts AS b
+WHERE b.id = c.broadcast_id
+  AND c.status = 'expanding'
+  AND c.claimed_at < now() - make_interval(secs => %(lease_seconds)s)
 """.strip()
 
 # What send_notification's _decide decides for one recipient, for all of a chunk's at once:
@@ -668,27 +674,12 @@ def _failed(chunk: int, fence: int, error: str) -> None:
         )
 
 
-def reclaim_stale_chunks(*, lease: timedelta, max_attempts: int) -> int:
+def reclaim_stale_chunks(*, lease: timedelta) -> int:
     """Put back the chunks whose drain has not finished them within the lease; return how
     many."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            RECLAIM_CHUNKS_SQL,
-            {"lease_seconds": lease.total_seconds(), "max_attempts": max_attempts},
-        )
+        cursor.execute(RECLAIM_CHUNKS_SQL, {"lease_seconds": lease.total_seconds()})
         return cursor.rowcount
-
-
-PENDING_CHUNKS_SQL = (
-    "SELECT EXISTS (SELECT FROM notifications.broadcast_chunks WHERE status = 'pending')"
-)
-
-
-def chunks_waiting() -> bool:
-    """Whether a chunk waits to be expanded."""
-    with connection.cursor() as cursor:
-        cursor.execute(PENDING_CHUNKS_SQL)
-        return cursor.fetchone()[0]
 
 
 # --- Cancelling ------------------------------------------------------------------------------

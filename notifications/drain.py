@@ -167,7 +167,7 @@ def drain(
     if reap:
         report.reaped = len(outbox.reclaim_stale(lease=lease, max_attempts=max_attempts))
         outbox.adopt_lost_lanes()
-        broadcasts.reclaim_stale_chunks(lease=lease, max_attempts=max_attempts)
+        broadcasts.reclaim_stale_chunks(lease=lease)
     began = time.perf_counter()
     # The lease runs from the claim (attempted_at is stamped by it, a moment after this): once
     # it may have run out, the reaper may have put the batch back, a cancel may have taken its

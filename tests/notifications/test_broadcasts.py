@@ -406,3 +406,25 @@ def test_a_password_reset_goes_before_a_low_lane_broadcast(django_user_model, se
     )
     assert broadcasts.expand_next(lanes=LANE_NAMES).broadcast_id == high.pk
     assert broadcasts.expand_next(lanes=LANE_NAMES).broadcast_id == low.pk
+
+
+def test_the_reaper_puts_a_quiet_drains_chunk_back_however_often(django_user_model, settings):
+    users = [
+        django_user_model.objects.create_user(f"q{n}", email=f"q{n}@x.example") for n in range(4)
+    ]
+    settings.BROADCAST_CHUNK_SIZE = 2
+    kept = broadcasts.send_broadcast(audience=users[:2], type="welcome", params=PARAMS)
+    dropped = broadcasts.send_broadcast(audience=users[2:], type="welcome", params=PARAMS)
+    # Both claimed as often as a delivery may be, by drains that went quiet an hour ago.
+    BroadcastChunk.objects.update(
+        status=ChunkStatus.EXPANDING,
+        attempts=settings.DELIVERY_MAX_ATTEMPTS + 3,
+        claimed_at=NOW - timedelta(hours=1),
+    )
+    Broadcast.objects.filter(pk=dropped.pk).update(cancelled_at=NOW)
+    assert broadcasts.reclaim_stale_chunks(lease=timedelta(minutes=5)) == 2
+    assert BroadcastChunk.objects.get(broadcast=kept).status == ChunkStatus.PENDING
+    assert BroadcastChunk.objects.get(broadcast=dropped).status == ChunkStatus.CANCELLED
+    assert expand_all() == 2
+    assert Notification.objects.filter(broadcast=kept).count() == 2
+    assert not Notification.objects.filter(broadcast=dropped).exists()
