@@ -359,36 +359,30 @@ SELECT created_at FROM made
 # channels, they take it as no digest (when it can be one), and no quiet hours of theirs hold
 # one of the queued channels (when they can: always those of a channel that interrupts, those
 # of email when they ask). Their choices' version is read here too. No row comes back when they
-# did choose: the caller reads their choices and decides again.
+# did choose: the caller reads their choices and decides again. The notification is new, so
+# its rows cannot conflict with any (no ON CONFLICT, and no speculative insertion's cost).
 UNCHOSEN_SQL = """
-WITH d AS (
-    SELECT *
-    FROM jsonb_to_recordset(%(rows)s::jsonb)
-        AS d(channel text, status text, skip_reason text, held boolean)
-), unchosen AS (
-    SELECT NOT EXISTS (
-               SELECT FROM notifications.channel_preferences AS p
-               WHERE p.user_id = %(user)s
-                 AND p.category = %(category)s
-                 AND p.channel IN (SELECT channel FROM d)
-           )
-           AND NOT (%(digests)s AND EXISTS (
-               SELECT FROM notifications.digest_choices AS g
-               WHERE g.user_id = %(user)s AND g.category = %(category)s
-           ))
-           AND NOT (%(quiet)s AND EXISTS (
-               SELECT FROM notifications.recipients AS r
-               WHERE r.user_id = %(user)s
-                 AND r.quiet_start IS NOT NULL
-                 AND (%(always)s OR r.quiet_email)
-           )) AS yes
-), made AS (
+WITH made AS (
     INSERT INTO notifications.notifications
         (id, user_id, type, message_key, message_params, action_url, cancel_key)
     SELECT %(id)s, %(user)s, %(kind)s, %(kind)s, %(params)s::jsonb, %(action_url)s,
            %(cancel_key)s
-    FROM unchosen
-    WHERE unchosen.yes
+    WHERE NOT EXISTS (
+        SELECT FROM notifications.channel_preferences AS p
+        WHERE p.user_id = %(user)s
+          AND p.category = %(category)s
+          AND p.channel = ANY(%(names)s::text[])
+    )
+    AND NOT (%(digests)s AND EXISTS (
+        SELECT FROM notifications.digest_choices AS g
+        WHERE g.user_id = %(user)s AND g.category = %(category)s
+    ))
+    AND NOT (%(quiet)s AND EXISTS (
+        SELECT FROM notifications.recipients AS r
+        WHERE r.user_id = %(user)s
+          AND r.quiet_start IS NOT NULL
+          AND (%(always)s OR r.quiet_email)
+    ))
     RETURNING id, created_at
 ), rows AS (
     INSERT INTO notifications.notification_deliveries
@@ -400,11 +394,16 @@ WITH d AS (
            ),
            CASE WHEN d.status = 'pending' THEN GREATEST(now(), %(when)s::timestamptz)
                 ELSE now() END
-    FROM made, d
-    ON CONFLICT DO NOTHING
+    FROM made,
+         jsonb_to_recordset(%(rows)s::jsonb) AS d(channel text, status text, skip_reason text)
 )
 SELECT created_at FROM made
 """
+
+
+def _quoted(name: str) -> str:
+    """name as an element of a PostgreSQL array literal."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _write_at_once(
@@ -435,6 +434,9 @@ def _write_at_once(
             "digests": not category.required,
             "quiet": not category.required and bool(kinds - {QuietHours.NEVER}),
             "always": QuietHours.ALWAYS in kinds,
+            # One array literal, a string: cheaper to pass than a list adapted element by
+            # element, and the names are the settings' keys, quoted here all the same.
+            "names": "{" + ",".join(_quoted(name) for name in reasons) + "}",
         }
     with connection.cursor() as cursor:
         cursor.execute(
