@@ -22,6 +22,7 @@ joins a single send.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -641,7 +642,12 @@ def expand_next(*, lanes: list[str]) -> Expanded | None:
     except _FencedOff:
         logger.warning("broadcast chunk %s was taken by another drain; left to it", chunk)
         return Expanded(broadcast_id)
-    except DatabaseError:
+    except DatabaseError as exc:
+        # A deadlock, a statement timeout, a lost server: the chunk goes back now rather than
+        # when its lease runs out, if the database still answers; the drain's loop deals with
+        # the error.
+        with contextlib.suppress(DatabaseError):
+            _failed(chunk, fence, f"{type(exc).__name__}: {exc}")
         raise
     except Exception as exc:
         logger.exception("broadcast chunk %s could not be expanded", chunk)
