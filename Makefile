@@ -40,7 +40,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/claim_latency.py && $(PY) bench/refused_upload.py
 	$(PY) bench/pickup_latency.py && $(PY) bench/telegram_paced.py && $(PY) bench/digests.py
 	$(PY) bench/inbox.py && $(PY) bench/reset_timing.py && $(PY) bench/inbox_flood.py
-	$(PY) bench/single_send.py
+	$(PY) bench/single_send.py && $(PY) bench/broadcast.py
 
 db-stop: $(VENV)/.installed
 	$(PY) -m v10r.embedded_postgresql stop

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from transports.base import Channel, Outgoing, SendResult
+from transports.base import AddressSource, Channel, Outgoing, QuietHours, SendResult
 
 
 class NoopChannel(Channel):
@@ -19,3 +19,13 @@ class NoopChannel(Channel):
 
     def send(self, outgoing: Outgoing) -> SendResult:
         return SendResult(provider_message_id=f"noop-{outgoing.delivery_id}")
+
+
+class NoopEmailChannel(NoopChannel):
+    """The email channel as the queue sees it (the user's address, held by quiet hours when
+    the recipient asks), sending nothing: recipients without an address, or who turned email
+    off, are decided as for real email."""
+
+    name = "email"
+    address_source = AddressSource.EMAIL
+    quiet_hours = QuietHours.WHEN_ASKED
