@@ -46,7 +46,7 @@ from notifications.models import (
     Status,
 )
 from notifications.outbox import CancelCounts
-from recipients import audiences, catalogue, preferences
+from recipients import audiences, catalogue, preferences, windows
 from recipients.models import Audience
 from recipients.windows import Window
 from transports.base import AddressSource
@@ -524,8 +524,9 @@ def _gather(
     when,
 ) -> dict[int, dict[str, int]]:
     """Join the recipients who take the category as a digest, or are past its throttle, to
-    their carriers, one by one through enqueue's own join; return the channels joined per
-    recipient."""
+    their carriers: all of the chunk's at once (digests.join_each), then, one by one through
+    enqueue's own join, the few whose carrier was claimed meanwhile. Returns the channels
+    joined per recipient."""
     category = catalogue.MESSAGES[kind].category
     wanted = [
         user_id
@@ -536,21 +537,67 @@ def _gather(
     ]
     if not wanted:
         return {}
-    prefs = preferences.of_each(wanted)
-    joined = {}
+    prefs = {
+        user_id: chosen._replace(version=decided[user_id].version)
+        for user_id, chosen in preferences.of_each(wanted).items()
+    }
+    windows_of: dict[tuple, Window] = {}
+    joinings = []
     for user_id in wanted:
-        found = decided[user_id]
-        sendable = [name for name, (reason, _) in found.rows.items() if reason is None]
-        joined[user_id] = enqueue.gather_for(
-            notification_id=made[user_id],
-            user_id=user_id,
-            prefs=prefs[user_id]._replace(version=found.version),
-            category=category,
-            names=sendable,
-            lane=lane,
-            when=when,
-            throttle_window=over.get(user_id),
+        chosen = prefs[user_id]
+        names = [name for name, (reason, _) in decided[user_id].rows.items() if reason is None]
+        digest = chosen.digest_for(category)
+        if digest is not None:
+            # One statement a window, not a recipient: most of a chunk share a few.
+            key = (digest, chosen.time_zone)
+            if key not in windows_of:
+                windows_of[key] = windows.window(digest, time_zone=chosen.time_zone, at=when)
+            gathered, window = digests.DIGEST_KIND, windows_of[key]
+        elif user_id in over:
+            gathered, window = digests.THROTTLE_KIND, over[user_id]
+        else:
+            continue  # their digest went since the chunk was decided: sent on its own
+        held = frozenset(name for name in names if chosen.holds(name))
+        quiet_hours = None
+        if held:
+            quiet_hours = digests.Quiet(
+                chosen.time_zone, chosen.quiet_start, chosen.quiet_end, held
+            )
+        joinings.append(
+            digests.Joining(
+                notification_id=made[user_id],
+                user_id=user_id,
+                category=category,
+                kind=gathered,
+                channels=tuple(names),
+                window=window,
+                lane=lane,
+                quiet_hours=quiet_hours,
+                version=chosen.version,
+            )
         )
+    found = digests.join_each(joinings)
+    joined = {}
+    for joining in joinings:
+        user_id = joining.user_id
+        got = found.get(joining.notification_id, {})
+        left = [name for name in joining.channels if name not in got]
+        if left:
+            # Its window's carrier was claimed already: the next window's, as a send does.
+            got = {
+                **got,
+                **enqueue.gather_for(
+                    notification_id=joining.notification_id,
+                    user_id=user_id,
+                    prefs=prefs[user_id],
+                    category=category,
+                    names=left,
+                    lane=lane,
+                    when=when,
+                    throttle_window=over.get(user_id),
+                ),
+            }
+        joined[user_id] = got
     return joined
 
 

@@ -235,6 +235,135 @@ def join(
     )
 
 
+# join() for many notifications at once (a broadcast's chunk): every window's carrier made if
+# missing, in one statement, then every notification joined to its carrier's open deliveries in
+# another. The open deliveries are locked FOR SHARE in id order, the order cancel_notifications
+# locks carriers in, so the two never wait for each other in a circle.
+CARRIERS_SQL = """
+WITH c AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS c(id uuid, user_id integer, params jsonb, lane text, "end" timestamptz,
+             version bigint, channel text, due timestamptz, held_until timestamptz)
+),
+carriers AS (
+    INSERT INTO notifications.notifications
+        (id, user_id, type, message_key, message_params, action_url, cancel_key)
+    SELECT DISTINCT ON (id) id, user_id, %(type)s, %(type)s, params, '', ''
+    FROM c
+    ORDER BY id
+    ON CONFLICT (id) DO NOTHING
+)
+INSERT INTO notifications.notification_deliveries
+    (notification_id, channel, lane, next_attempt_at, held_until, held_from, decided_version)
+SELECT id, channel, lane, due, held_until,
+       CASE WHEN held_until IS NOT NULL THEN "end" END, version
+FROM c
+ON CONFLICT (notification_id, channel) DO NOTHING
+""".strip()
+
+JOIN_EACH_SQL = """
+WITH wanted AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(rows)s::jsonb) AS w(carrier uuid, channel text, notification uuid)
+),
+open AS (
+    SELECT d.id, d.channel, w.notification
+    FROM notifications.notification_deliveries AS d
+    JOIN wanted AS w ON w.carrier = d.notification_id AND w.channel = d.channel
+    WHERE d.status = 'pending'
+      AND d.attempts = 0
+    ORDER BY d.id
+    FOR SHARE OF d
+),
+joined AS (
+    INSERT INTO notifications.digest_items (carrier_id, notification_id)
+    SELECT id, notification FROM open
+    ON CONFLICT DO NOTHING
+)
+SELECT notification, channel, id FROM open
+""".strip()
+
+
+@dataclass(frozen=True)
+class Joining:
+    """One notification to join to the carriers of its first window, as join() takes it."""
+
+    notification_id: uuid.UUID
+    user_id: int
+    category: str
+    kind: str
+    channels: tuple[str, ...]
+    window: Window
+    lane: str
+    quiet_hours: Quiet | None = None
+    version: int = 0
+
+
+def join_each(joinings: Sequence[Joining]) -> dict[uuid.UUID, dict[str, int]]:
+    """join() for each of joinings, in the first window only, in three statements however
+    many: the quiet hours' ends, the carriers, the joins. Returns the carrier delivery per
+    channel joined, per notification; a channel whose carrier was claimed already is left
+    out, for the caller to join through join(), which walks on to the next window."""
+    if not joinings:
+        return {}
+    asked = {}
+    for joining in joinings:
+        quiet_hours = joining.quiet_hours
+        if quiet_hours is None:
+            continue
+        for name in joining.channels:
+            if name in quiet_hours.held:
+                hours = quiet.Hours(quiet_hours.time_zone, quiet_hours.start, quiet_hours.end)
+                asked.setdefault((hours, joining.window.end), None)
+    ends = dict(zip(asked, quiet.held_until_each(list(asked)), strict=True)) if asked else {}
+    carriers, joins = [], []
+    for joining in joinings:
+        end = joining.window.end
+        carrier = carrier_id(
+            user_id=joining.user_id, kind=joining.kind, category=joining.category, end=end
+        )
+        params = {
+            "category": joining.category,
+            "kind": joining.kind,
+            "since": joining.window.start.isoformat(),
+            "until": end.isoformat(),
+        }
+        quiet_hours = joining.quiet_hours
+        for name in joining.channels:
+            held = None
+            if quiet_hours is not None and name in quiet_hours.held:
+                hours = quiet.Hours(quiet_hours.time_zone, quiet_hours.start, quiet_hours.end)
+                held = ends[(hours, end)]
+            carriers.append(
+                {
+                    "id": str(carrier),
+                    "user_id": joining.user_id,
+                    "params": params,
+                    "lane": joining.lane,
+                    "end": end.isoformat(),
+                    "version": joining.version,
+                    "channel": name,
+                    "due": (held or end).isoformat(),
+                    "held_until": held.isoformat() if held else None,
+                }
+            )
+            joins.append(
+                {
+                    "carrier": str(carrier),
+                    "channel": name,
+                    "notification": str(joining.notification_id),
+                }
+            )
+    joined: dict[uuid.UUID, dict[str, int]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(CARRIERS_SQL, {"rows": json.dumps(carriers), "type": DIGEST})
+        cursor.execute(JOIN_EACH_SQL, {"rows": json.dumps(joins)})
+        for notification, channel, delivery in cursor.fetchall():
+            joined.setdefault(notification, {})[channel] = delivery
+    return joined
+
+
 # A batch of carriers' items for the drain: per carrier the count, and the newest SHOWN_ITEMS
 # with their messages, newest first.
 ITEMS_SQL = f"""

@@ -428,3 +428,29 @@ def test_the_reaper_puts_a_quiet_drains_chunk_back_however_often(django_user_mod
     assert expand_all() == 2
     assert Notification.objects.filter(broadcast=kept).count() == 2
     assert not Notification.objects.filter(broadcast=dropped).exists()
+
+
+def test_a_carrier_claimed_already_sends_the_broadcast_in_the_next_window(twins):
+    digest_twins = [pair for pair, p in zip(twins, PROFILES, strict=True) if p is daily_digest]
+    users = [user for pair in digest_twins for user in pair]
+    with database_clock_at(NOW):
+        firsts = [  # each one's digest of today gathers one already...
+            send_notification(user=user, type="welcome", params=PARAMS).notification.pk
+            for user in users
+        ]
+        # ...and its carriers were claimed: what joins now goes in tomorrow's.
+        NotificationDelivery.objects.filter(
+            notification__user__in=users, notification__type="digest"
+        ).update(status="processing", attempts=1)
+        broadcast = broadcasts.send_broadcast(
+            audience=[b for b, _ in digest_twins], type="welcome", params=PARAMS
+        )
+        for _, single in digest_twins:
+            send_notification(user=single, type="welcome", params=PARAMS)
+        expand_all()
+    for by_broadcast, by_one in digest_twins:
+        mine = Notification.objects.get(user=by_broadcast, broadcast=broadcast)
+        theirs = Notification.objects.exclude(pk__in=firsts).get(user=by_one, type="welcome")
+        assert rows_of(mine) == rows_of(theirs)
+        (joined,) = {row[2] for row in rows_of(mine) if row[0] == "carrier"}
+        assert joined > NOW + timedelta(hours=9)  # tomorrow's window, not today's
