@@ -267,21 +267,36 @@ WITH wanted AS (
     SELECT *
     FROM jsonb_to_recordset(%(rows)s::jsonb) AS w(carrier uuid, channel text, notification uuid)
 ),
+-- Each carrier's delivery by the unique (notification, channel) index, one probe a row: joined
+-- to the recordset instead, whose size the planner cannot know, it may scan the whole table.
+found AS MATERIALIZED (
+    SELECT d.id, w.notification
+    FROM wanted AS w
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM notifications.notification_deliveries
+        WHERE notification_id = w.carrier AND channel = w.channel
+    ) AS d
+),
 open AS (
-    SELECT d.id, d.channel, w.notification
+    SELECT d.id, d.channel
     FROM notifications.notification_deliveries AS d
-    JOIN wanted AS w ON w.carrier = d.notification_id AND w.channel = d.channel
-    WHERE d.status = 'pending'
+    WHERE d.id = ANY(ARRAY(SELECT id FROM found))
+      AND d.status = 'pending'
       AND d.attempts = 0
     ORDER BY d.id
-    FOR SHARE OF d
+    FOR SHARE
 ),
 joined AS (
     INSERT INTO notifications.digest_items (carrier_id, notification_id)
-    SELECT id, notification FROM open
+    SELECT open.id, found.notification
+    FROM open
+    JOIN found ON found.id = open.id
     ON CONFLICT DO NOTHING
 )
-SELECT notification, channel, id FROM open
+SELECT found.notification, open.channel, open.id
+FROM open
+JOIN found ON found.id = open.id
 """.strip()
 
 
