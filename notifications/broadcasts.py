@@ -66,8 +66,8 @@ WITH numbered AS (
 ),
 chunks AS (
     INSERT INTO notifications.broadcast_chunks
-        (broadcast_id, number, user_ids, lane, status, attempts, error)
-    SELECT %s, place / %s, array_agg(id ORDER BY id), %s, 'pending', 0, ''
+        (broadcast_id, number, user_ids, lane, status, attempts, attempt_base, error)
+    SELECT %s, place / %s, array_agg(id ORDER BY id), %s, 'pending', 0, 0, ''
     FROM numbered
     GROUP BY place / %s
     RETURNING cardinality(user_ids) AS size
@@ -708,7 +708,9 @@ def expand_next(*, lanes: list[str]) -> Expanded | None:
 # A failed expansion: back to pending for another try, or failed once the budget is spent.
 FAIL_CHUNK_SQL = """
 UPDATE notifications.broadcast_chunks
-SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'failed' ELSE 'pending' END,
+SET status = CASE
+        WHEN attempts - attempt_base >= %(max_attempts)s THEN 'failed' ELSE 'pending'
+    END,
     error = %(error)s
 WHERE id = %(chunk)s AND attempts = %(fence)s AND status = 'expanding'
 """.strip()
@@ -733,6 +735,30 @@ def reclaim_stale_chunks(*, lease: timedelta) -> int:
     with connection.cursor() as cursor:
         cursor.execute(RECLAIM_CHUNKS_SQL, {"lease_seconds": lease.total_seconds()})
         return cursor.rowcount
+
+
+# A staff Retry of a failed chunk: pending again, with a fresh budget (attempt_base moves up to
+# attempts, so the next claim still hands out a fence no earlier drain held).
+RETRY_CHUNKS_SQL = """
+UPDATE notifications.broadcast_chunks AS c
+SET status = 'pending', attempt_base = attempts, error = ''
+FROM notifications.broadcasts AS b
+WHERE b.id = c.broadcast_id
+  AND c.broadcast_id = %(broadcast)s
+  AND c.status = 'failed'
+  AND b.cancelled_at IS NULL
+""".strip()
+
+
+def retry_failed_chunks(broadcast: Broadcast) -> int:
+    """Send the broadcast's failed chunks back to the drains, each with a fresh budget of
+    attempts; return how many. A cancelled broadcast's stay as they are."""
+    with connection.cursor() as cursor:
+        cursor.execute(RETRY_CHUNKS_SQL, {"broadcast": broadcast.pk})
+        count = cursor.rowcount
+    if count:
+        transaction.on_commit(wakeup.request_wake, robust=True)
+    return count
 
 
 # --- Cancelling ------------------------------------------------------------------------------

@@ -275,6 +275,9 @@ class BroadcastChunk(models.Model):
         _("status"), max_length=16, choices=ChunkStatus.choices, default=ChunkStatus.PENDING
     )
     attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    # The attempts before staff last sent a failed chunk back: the budget counts the ones
+    # since, while the fence (attempts) keeps counting up.
+    attempt_base = models.PositiveIntegerField(_("attempts not counted"), default=0)
     claimed_at = models.DateTimeField(_("claimed"), null=True, blank=True)
     expanded_at = models.DateTimeField(_("expanded"), null=True, blank=True)
     error = models.TextField(_("error"), blank=True, default="")

@@ -46,6 +46,10 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("attempts", models.PositiveIntegerField(default=0, verbose_name="attempts")),
+                (
+                    "attempt_base",
+                    models.PositiveIntegerField(default=0, verbose_name="attempts not counted"),
+                ),
                 ("claimed_at", models.DateTimeField(blank=True, null=True, verbose_name="claimed")),
                 (
                     "expanded_at",

@@ -21,7 +21,7 @@ from notifications.models import (
     Notification,
     NotificationDelivery,
 )
-from recipients import audiences, preferences
+from recipients import audiences, catalogue, preferences
 from recipients.models import (
     Audience,
     AudienceKind,
@@ -454,3 +454,25 @@ def test_a_carrier_claimed_already_sends_the_broadcast_in_the_next_window(twins)
         assert rows_of(mine) == rows_of(theirs)
         (joined,) = {row[2] for row in rows_of(mine) if row[0] == "carrier"}
         assert joined > NOW + timedelta(hours=9)  # tomorrow's window, not today's
+
+
+def test_a_chunk_that_fails_each_time_is_left_failed_and_staff_can_send_it_back(
+    django_user_model, settings, monkeypatch
+):
+    settings.DELIVERY_MAX_ATTEMPTS = 2
+    users = [
+        django_user_model.objects.create_user(f"w{n}", email=f"w{n}@x.example") for n in range(2)
+    ]
+    broadcast = broadcasts.send_broadcast(audience=users, type="welcome", params=PARAMS)
+    # A deploy took the message out of the catalogue while the broadcast waited.
+    welcome = catalogue.MESSAGES["welcome"]
+    monkeypatch.delitem(catalogue.MESSAGES, "welcome")
+    assert expand_all() == 0
+    chunk = BroadcastChunk.objects.get(broadcast=broadcast)
+    assert (chunk.status, chunk.attempts) == (ChunkStatus.FAILED, 2)
+    assert "no longer in the catalogue" in chunk.error
+    monkeypatch.setitem(catalogue.MESSAGES, "welcome", welcome)
+    assert broadcasts.retry_failed_chunks(broadcast) == 1
+    assert expand_all() == 2
+    chunk.refresh_from_db()
+    assert (chunk.status, chunk.attempts, chunk.attempt_base) == (ChunkStatus.DONE, 3, 2)
