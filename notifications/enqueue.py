@@ -354,50 +354,21 @@ SELECT created_at FROM made
 
 
 # WRITE_SQL for a send decided as for a recipient who chose nothing (_decide with the default
-# Preferences): written only if they did not, in this statement's own snapshot. They chose
-# nothing that matters here when no choice of theirs names the category on one of these
-# channels, they take it as no digest (when it can be one), and no quiet hours of theirs hold
-# one of the queued channels (when they can: always those of a channel that interrupts, those
-# of email when they ask). Their choices' version is read here too. No row comes back when they
-# did choose: the caller reads their choices and decides again. The notification is new, so
-# its rows cannot conflict with any (no ON CONFLICT, and no speculative insertion's cost).
+# Preferences): written only if they did not, in the statement's own snapshot, by a function of
+# the database (migration 0019 defines it, and says why a function). They chose nothing that
+# matters here when no choice of theirs names the category on one of these channels, they take
+# it as no digest (when it can be one), and no quiet hours of theirs hold one of the queued
+# channels (when they can: always those of a channel that interrupts, those of email when they
+# ask). Their choices' version is read there too. NULL comes back when they did choose: the
+# caller reads their choices and decides again. Every argument is cast, so the call names one
+# function however the driver types its parameters.
 UNCHOSEN_SQL = """
-WITH made AS (
-    INSERT INTO notifications.notifications
-        (id, user_id, type, message_key, message_params, action_url, cancel_key)
-    SELECT %(id)s, %(user)s, %(kind)s, %(kind)s, %(params)s::jsonb, %(action_url)s,
-           %(cancel_key)s
-    WHERE NOT EXISTS (
-        SELECT FROM notifications.channel_preferences AS p
-        WHERE p.user_id = %(user)s
-          AND p.category = %(category)s
-          AND p.channel = ANY(%(names)s::text[])
-    )
-    AND NOT (%(digests)s AND EXISTS (
-        SELECT FROM notifications.digest_choices AS g
-        WHERE g.user_id = %(user)s AND g.category = %(category)s
-    ))
-    AND NOT (%(quiet)s AND EXISTS (
-        SELECT FROM notifications.recipients AS r
-        WHERE r.user_id = %(user)s
-          AND r.quiet_start IS NOT NULL
-          AND (%(always)s OR r.quiet_email)
-    ))
-    RETURNING id, created_at
-), rows AS (
-    INSERT INTO notifications.notification_deliveries
-        (notification_id, channel, lane, status, skip_reason, decided_version,
-         next_attempt_at)
-    SELECT made.id, d.channel, %(lane)s, d.status, d.skip_reason,
-           coalesce(
-               (SELECT version FROM notifications.choices_versions WHERE user_id = %(user)s), 0
-           ),
-           CASE WHEN d.status = 'pending' THEN GREATEST(now(), %(when)s::timestamptz)
-                ELSE now() END
-    FROM made,
-         jsonb_to_recordset(%(rows)s::jsonb) AS d(channel text, status text, skip_reason text)
+SELECT notifications.write_unchosen(
+    %(id)s::uuid, %(user)s::integer, %(kind)s::text, %(params)s::jsonb, %(action_url)s::text,
+    %(cancel_key)s::text, %(category)s::text, %(names)s::text[], %(digests)s::boolean,
+    %(quiet)s::boolean, %(always)s::boolean, %(lane)s::text, %(when)s::timestamptz,
+    %(rows)s::jsonb
 )
-SELECT created_at FROM made
 """
 
 
@@ -466,10 +437,9 @@ def _write_at_once(
                 ),
             },
         )
-        found = cursor.fetchone()
-    if found is None:
+        (created_at,) = cursor.fetchone()
+    if created_at is None:
         return None
-    (created_at,) = found
     notification = Notification(
         id=notification_id,
         user=user,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import time
+from datetime import UTC, datetime, time
 
 import pytest
 from django.db import transaction
@@ -12,6 +12,7 @@ from notifications.models import Notification, NotificationDelivery
 from recipients import catalogue, preferences
 from recipients.models import Recipient
 from recipients.windows import Digest
+from tests.dbclock import database_clock_at
 from tests.helpers import notify
 from tests.notifications.channels import RecordingChannel
 
@@ -359,3 +360,16 @@ def test_a_receiver_of_a_notifications_save_still_hears_each_send(db, user, sett
         post_save.disconnect(receiver, sender=Notification)
     assert heard == [(notification.pk, True)]
     assert notification.deliveries.get().status == "pending"
+
+
+def test_the_one_statement_send_reads_the_clock_the_claim_reads(db, user, settings):
+    # The function that writes it keeps its plans for the session, and still reads now() as
+    # the caller's statements do: here the tests' clock, set twice.
+    settings.NOTIFICATION_THROTTLE_LIMIT = 0
+    for moment in (datetime(2030, 1, 1, tzinfo=UTC), datetime(2031, 6, 1, tzinfo=UTC)):
+        with database_clock_at(moment):
+            sent = send_notification(
+                user=user, type="welcome", params={"name": "Ada"}, channels=["email"]
+            )
+        row = NotificationDelivery.objects.get(notification=sent.notification)
+        assert row.next_attempt_at == moment
