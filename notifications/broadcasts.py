@@ -15,9 +15,10 @@ every recipient of the chunk at once, what send_notification's _decide reads for
 addresses, their choice for the category on each channel, the category's defaults and its
 required rule, their quiet hours in their time zone) and says, per recipient and channel,
 queued, held until when, or skipped and why. The throttle is counted for the whole chunk in one
-statement. Only the recipients whose rows join a carrier (they take the category as a digest,
-or the broadcast is one past their throttle) are joined one by one, through the same code that
-joins a single send.
+statement. The recipients whose rows join a carrier (they take the category as a digest, or
+the broadcast is one past their throttle) are joined together too (digests.join_each); only one
+whose carrier a drain claimed at that moment is joined alone, through the same code as a single
+send, which moves on to the next window.
 """
 
 from __future__ import annotations
