@@ -345,9 +345,11 @@ class BroadcastAdmin(Worded, ReadOnlyAdmin):
         broadcast = self.get_object(request, unquote(object_id))
         if broadcast is None:
             raise Http404
-        count = broadcasts.retry_failed_chunks(broadcast)
+        with transaction.atomic():
+            count = broadcasts.retry_failed_chunks(broadcast)
+            if count:
+                self.log_change(request, broadcast, CHUNKS_RETRIED)
         if count:
-            self.log_change(request, broadcast, CHUNKS_RETRIED)
             self.message_user(
                 request,
                 ngettext(
