@@ -180,6 +180,9 @@ def test_the_walk_reaches_the_secret_actions_and_the_retry_views():
     assert {"retry_failed", "delete_selected"} <= names
     assert {"notifications_needsattention_retry", "recipients_channel_probe"} <= views
     assert {"notifications_broadcast_cancel", "recipients_audience_members_remove"} <= views
+    assert "notifications_broadcast_retry_chunks" in views
+    # Send is the broadcasts' add view, which the walk of Django's own views reaches.
+    assert "notifications.Broadcast:add" in {p.id for p in standard_views()}
 
 
 def test_the_probe_buttons_are_offered_only_to_who_may_use_them(client, django_user_model):
