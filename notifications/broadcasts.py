@@ -136,16 +136,14 @@ def send_broadcast(
     Runs inside the caller's transaction when there is one: a rollback leaves no broadcast.
     cancel_broadcast() withdraws what no drain has claimed yet.
     """
-    kind = enqueue._type(type)
-    lane, when = enqueue._lane(priority), enqueue._send_at(send_at)
-    key = enqueue._cancel_key(cancel_key)
-    names = None if channels is None else enqueue._channels(channels)
-    params = dict(params or {})
-    catalogue.validate(key=kind, params=params)
-    try:
-        json.dumps(params)
-    except TypeError as exc:
-        raise ValueError(f"params must be JSON-serialisable: {exc}") from None
+    kind, params, names, lane, when, key = enqueue.checked(
+        kind=type,
+        params=params,
+        channels=channels,
+        priority=priority,
+        send_at=send_at,
+        cancel_key=cancel_key,
+    )
     if not isinstance(action_url, str) or len(action_url) > 500:
         raise ValueError("action_url must be a string of at most 500 characters.")
     row, label, members = _audience(audience)

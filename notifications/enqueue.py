@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -109,6 +109,31 @@ def _type(kind: Any) -> str:
     return kind
 
 
+class Checked(NamedTuple):
+    kind: str
+    params: dict[str, Any]
+    names: list[str] | None
+    lane: str
+    when: datetime | None
+    cancel_key: str
+
+
+def checked(*, kind, params, channels, priority, send_at, cancel_key) -> Checked:
+    """A send's arguments as send_notification() and send_broadcast() take them, checked:
+    ValueError or TypeError, saying what is wrong, for an unknown message, channel or lane,
+    parameters the message does not take or that are not JSON, a naive send_at, a bad key."""
+    kind = _type(kind)
+    lane, when, key = _lane(priority), _send_at(send_at), _cancel_key(cancel_key)
+    params = dict(params or {})
+    names = None if channels is None else _channels(channels)
+    catalogue.validate(key=kind, params=params)
+    try:
+        json.dumps(params)
+    except TypeError as exc:
+        raise ValueError(f"params must be JSON-serialisable: {exc}") from None
+    return Checked(kind, params, names, lane, when, key)
+
+
 def send_notification(
     *,
     user,
@@ -138,15 +163,14 @@ def send_notification(
     notification, and every row written as skipped, commit or roll back with the change that
     caused it).
     """
-    kind = _type(type)
-    lane, when, key = _lane(priority), _send_at(send_at), _cancel_key(cancel_key)
-    params = dict(params or {})
-    names = None if channels is None else _channels(channels)
-    catalogue.validate(key=kind, params=params)
-    try:
-        json.dumps(params)
-    except TypeError as exc:
-        raise ValueError(f"params must be JSON-serialisable: {exc}") from None
+    kind, params, names, lane, when, key = checked(
+        kind=type,
+        params=params,
+        channels=channels,
+        priority=priority,
+        send_at=send_at,
+        cancel_key=cancel_key,
+    )
     written = {
         "user": user,
         "kind": kind,
