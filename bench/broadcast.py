@@ -52,6 +52,7 @@ import psycopg
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from bench.arguments import positive  # noqa: E402
 from bench.database import (  # noqa: E402
     BENCH_DB,
     environment,
@@ -428,16 +429,6 @@ def loop(url: str, *, sample: int) -> dict[str, float]:
         backend = spent(before, machine_cpu(watch, []))
     connection.close()
     return {"wall": wall / sample * 1000, "CPU": (cpu + backend) / sample * 1000}
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
 
 
 def main() -> None:

@@ -60,16 +60,6 @@ VALUES (%(notification)s, 'email', 'normal', 'pending', '', now(), 0)
 EMPTY_SQL = "TRUNCATE notifications.notification_deliveries, notifications.notifications CASCADE"
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
 def checkout(text: str) -> Path:
     path = Path(text).resolve()
     if not (path / "notifications" / "enqueue.py").is_file():
@@ -208,6 +198,8 @@ def round_on(url: str, tree: Path, sends: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    from bench.arguments import positive
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=positive, default=2000, help="sends of each kind a round")
     parser.add_argument("--rounds", type=positive, default=5, help="rounds (medians over them)")
