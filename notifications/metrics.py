@@ -387,6 +387,14 @@ def _prune(last) -> Iterable:
     yield seconds
 
 
+def _per_value(name: str, documentation: str, label: str, choices, counts) -> GaugeMetricFamily:
+    """A gauge with one series per value of choices (a TextChoices), 0 where counts has none."""
+    family = GaugeMetricFamily(name, documentation, labels=[label])
+    for choice in choices:
+        family.add_metric([choice.value], counts.get(choice.value, 0))
+    return family
+
+
 def _broadcasts(delivery_rows) -> Iterable:
     """Broadcasts by state and their chunks by status, read from those two tables alone (as
     the admin's list reads them), and the recent broadcasts' deliveries (delivery_rows)."""
@@ -397,39 +405,35 @@ def _broadcasts(delivery_rows) -> Iterable:
         .annotate(count=Count("pk"))
         .values_list("state", "count")
     )
-    family = GaugeMetricFamily(
+    yield _per_value(
         "v10r_broadcasts",
         "Broadcasts per state: expanding (chunks wait to be expanded into deliveries), "
         "expanded, failed (a chunk failed for good; staff read its error on the broadcast's "
         "admin page), cancelled.",
-        labels=["state"],
+        "state",
+        BroadcastState,
+        states,
     )
-    for state in BroadcastState:
-        family.add_metric([state.value], states.get(state.value, 0))
-    yield family
     statuses = dict(
         BroadcastChunk.objects.order_by()
         .values("status")
         .annotate(count=Count("pk"))
         .values_list("status", "count")
     )
-    chunks = GaugeMetricFamily(
+    yield _per_value(
         "v10r_broadcast_chunks",
         "Broadcast chunks per status (pending, expanding, done, cancelled, failed).",
-        labels=["status"],
+        "status",
+        ChunkStatus,
+        statuses,
     )
-    for status in ChunkStatus:
-        chunks.add_metric([status.value], statuses.get(status.value, 0))
-    yield chunks
-    counts = dict(delivery_rows)
-    deliveries = GaugeMetricFamily(
+    yield _per_value(
         "v10r_broadcast_deliveries",
         "Deliveries of the broadcasts due in the last 24 hours (or later), per stored status.",
-        labels=["status"],
+        "status",
+        Status,
+        dict(delivery_rows),
     )
-    for status in Status:
-        deliveries.add_metric([status.value], counts.get(status.value, 0))
-    yield deliveries
 
 
 def fold_retired() -> int:
