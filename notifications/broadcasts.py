@@ -786,10 +786,13 @@ def cancel_broadcast(broadcast: Broadcast | uuid.UUID | str) -> CancelCounts:
         broadcast_id = uuid.UUID(str(broadcast_id))
     except ValueError:
         raise ValueError(f"{broadcast!r} is not a broadcast's id.") from None
-    with transaction.atomic():
+
+    def cancel() -> CancelCounts:
         with connection.cursor() as cursor:
             cursor.execute(MARK_CANCELLED_SQL, {"broadcast": broadcast_id})
         return outbox.cancel_broadcast(broadcast_id=broadcast_id)
+
+    return outbox.again_after_deadlock(cancel)
 
 
 # --- Reading ---------------------------------------------------------------------------------

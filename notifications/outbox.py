@@ -34,7 +34,8 @@ from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
+from psycopg.errors import DeadlockDetected
 
 from notifications import backoff, digests, lanes
 from notifications.lanes import Lane
@@ -869,7 +870,29 @@ def cancel_key(*, key: str, user_id: int | None = None) -> CancelCounts:
 
     Two statements in one transaction (CANCEL_KEY_SQL says why): the one place here that
     holds a lock across statements, for as long as it takes to run the second."""
-    return _cancel_matched(LOCK_CARRIERS_SQL, CANCEL_KEY_SQL, {"key": key, "user_id": user_id})
+    params = {"key": key, "user_id": user_id}
+    return again_after_deadlock(lambda: _cancel_matched(LOCK_CARRIERS_SQL, CANCEL_KEY_SQL, params))
+
+
+# How many times a cancel runs when PostgreSQL picks it to end a deadlock.
+DEADLOCK_ATTEMPTS = 3
+
+
+def again_after_deadlock(work):
+    """work() in a transaction (a savepoint inside the caller's), run again when PostgreSQL
+    ends it to break a deadlock. A cancel's UPDATE waits for each row another statement is
+    changing and keeps it locked after, changed or not; a drain writing its batch's outcomes
+    locks its rows in another order, so the two can wait for each other. PostgreSQL ends one;
+    a cancel is safe to run again (what it cancelled is cancelled), so it is."""
+    for attempt in range(DEADLOCK_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                return work()
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, DeadlockDetected) or attempt + 1 == DEADLOCK_ATTEMPTS:
+                raise
+            logger.warning("a cancel was ended to break a deadlock; running it again")
+    raise AssertionError("unreachable")
 
 
 def cancel_broadcast(*, broadcast_id) -> CancelCounts:

@@ -270,3 +270,22 @@ def test_the_fact_outlives_a_later_claim_that_failed(db, user):
     )
     assert NotificationDelivery.objects.get().error_code == "UPSTREAM_503"
     assert cancel_notifications(key="order-8").maybe_sent == 1
+
+
+def test_a_cancel_ended_to_break_a_deadlock_runs_again(db, monkeypatch):
+    from django.db import OperationalError
+    from psycopg.errors import DeadlockDetected
+
+    from notifications import outbox
+
+    real, ended = outbox._cancel_matched, []
+
+    def deadlocked_once(*args):
+        if not ended:
+            ended.append(True)
+            raise OperationalError("deadlock detected") from DeadlockDetected("deadlock detected")
+        return real(*args)
+
+    monkeypatch.setattr(outbox, "_cancel_matched", deadlocked_once)
+    assert outbox.cancel_key(key="k") == outbox.CancelCounts(0, 0, 0, 0)
+    assert ended == [True]
